@@ -205,6 +205,8 @@ def test_resume_with_other_options_is_refused(tmp_path):
         run_eval(_opts(limit=5, decomposition="gold"), tmp_path, Factory())
     with pytest.raises(SqaError, match="split"):
         run_eval(_opts(split="train", limit=5), tmp_path, Factory())
+    with pytest.raises(SqaError, match=r"decision: 'transcript' -> 'compact\+direct'"):
+        run_eval(_opts(limit=5, decision="compact + direct"), tmp_path, Factory())
     # limit and batch size may change between sessions
     assert run_eval(_opts(limit=8, batch_size=3), tmp_path, Factory()).done == 8
 
@@ -216,6 +218,10 @@ def test_bad_options_are_one_line_errors():
         _opts(split="val")
     with pytest.raises(SqaError, match="unknown decomposition"):
         _opts(decomposition="oracle")
+    with pytest.raises(SqaError, match="unknown decision 'vote'"):
+        _opts(decision="vote")
+    with pytest.raises(SqaError, match="unknown signal"):
+        _opts(signals=("logits",))
 
 
 def test_a_second_writer_is_refused(tmp_path):

@@ -112,6 +112,7 @@ def test_no_retrieval_and_question_modes(gold_index):
     model = ScriptedModel()
     res = Reasoner(model, BackendRetriever(gold_index), k=4).answer_batch([q], decomposition="question")[0]
     assert res.steps == [] and len(res.paragraphs) == 4
+    assert res.decomposition == [q.question] and res.to_prediction().decomposition == [q.question]  # one step
     assert model.generate_prompts == []  # question mode: one yes/no read, nothing generated
     assert "Evidence 1 (" in model.yes_prompts[-1] and "Steps:" not in model.yes_prompts[-1].split("Question: ")[-1]
 
@@ -293,3 +294,30 @@ def test_cpu_default_path_does_not_import_torch(gold_index):
             "assert not bad, bad")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_decision_signals_prompts_and_log_odds_mean(gold_index):
+    """Every signal reads its own prompt (compact = steps + answers without evidence lines; direct
+    and plain = no steps); the decision averages the chosen signals in log-odds."""
+    from sqa.reasoner.reasoner import combine_log_odds, parse_decision
+
+    q = _with_refs(n=1)[0]
+    model = ScriptedModel()
+    res = Reasoner(model, BackendRetriever(gold_index), k=3, decision="compact+direct",
+                   extra_signals=("transcript", "plain")).answer(q.question, qid=q.qid, decomposition=list(q.decomposition))
+    assert list(res.signals) == ["compact", "direct", "transcript", "plain"] and res.decision == "compact+direct"
+    compact, direct, transcript, plain = model.yes_prompts[-4:]
+    assert "Evidence 1 (" in transcript and "Evidence" not in compact.split(P.question_turn(q.question))[1]
+    assert "#1 = ANSWER1" in compact and "Steps:\n1. " in compact
+    assert direct.endswith(P.question_turn(q.question) + "Answer:") and "ANSWER" not in direct
+    assert plain.endswith(P.question_turn(q.question) + "Answer:") and "Steps:" not in plain
+    # scripted P(yes): 0.9 when "ANSWER1" is in the prompt, else 0.2
+    assert res.signals == {"compact": 0.9, "direct": 0.2, "transcript": 0.9, "plain": 0.2}
+    assert res.p_yes == pytest.approx(combine_log_odds([0.9, 0.2])) and res.p_yes == pytest.approx(0.6, abs=1e-9)
+    assert res.answer is True
+    assert combine_log_odds([0.7]) == 0.7 and combine_log_odds([0.3, 0.7]) == pytest.approx(0.5)
+    assert parse_decision("direct + compact") == ("direct", "compact")
+    with pytest.raises(SqaError, match="unknown decision"):
+        parse_decision("vote")
+    with pytest.raises(SqaError, match="unknown signal"):
+        Reasoner(model, BackendRetriever(gold_index), extra_signals=("logits",))

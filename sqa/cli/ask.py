@@ -17,7 +17,8 @@ from rich.tree import Tree
 from rich.markup import escape
 
 from sqa.cli import app
-from sqa.cli.common import BackendOpt, IndexDirOpt, resolve_index_dir
+from sqa.cli.common import BackendOpt, DecisionOpt, IndexDirOpt, resolve_index_dir
+from sqa.reasoner.reasoner import DEFAULT_DECISION, parse_decision
 from sqa.types import SqaError
 
 
@@ -39,6 +40,7 @@ def ask_command(
     no_retrieval: Annotated[bool, typer.Option("--no-retrieval", help="Answer from the model alone (no evidence), "
                                                                       "the baseline that shows what retrieval adds.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    decision: DecisionOpt = DEFAULT_DECISION,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:
@@ -51,9 +53,11 @@ def ask_command(
         raise SqaError(f"--k must be at least 1 (got {k})")
     if decomposition not in ("predicted", "question"):
         raise SqaError(f"--decomposition {decomposition!r}: use predicted or question")
+    parse_decision(decision)  # fail before loading the model
     err = Console(stderr=True)
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        reasoner = build_reasoner(model, resolve_index_dir(index_dir), backend, k, retrieval=not no_retrieval)
+        reasoner = build_reasoner(model, resolve_index_dir(index_dir), backend, k, retrieval=not no_retrieval,
+                                  decision=decision)
     from sqa.types import Question
 
     with err.status("reasoning…", spinner="dots"):

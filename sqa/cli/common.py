@@ -22,3 +22,22 @@ BackendOpt = Annotated[
 
 def resolve_index_dir(index_dir: Optional[Path]) -> Path:
     return Path(index_dir).expanduser() if index_dir else default_index_dir()
+
+
+DecisionOpt = Annotated[
+    str,
+    typer.Option("--decision", help="Which P(yes) readings make the final answer, '+'-joined and averaged in "
+                                    "log-odds: transcript (after steps, evidence and step answers), compact (steps "
+                                    "and answers, no evidence), direct (right after the question), plain (question-only "
+                                    "demonstrations)."),
+]
+SignalsOpt = Annotated[
+    Optional[str],
+    typer.Option("--signals", help="Extra P(yes) readings to record in the traces (comma-separated signal names), "
+                                   "for analysis; they do not change the answer.", show_default=False),
+]
+
+
+def split_signals(text: Optional[str]) -> list[str]:
+    """"compact, direct" -> ["compact", "direct"]; None or "" -> []."""
+    return [x.strip() for x in (text or "").replace("+", ",").split(",") if x.strip()]

@@ -23,7 +23,8 @@ from rich.table import Table
 from rich.text import Text
 
 from sqa.cli import app
-from sqa.cli.common import BackendOpt, IndexDirOpt, resolve_index_dir
+from sqa.cli.common import BackendOpt, DecisionOpt, IndexDirOpt, SignalsOpt, resolve_index_dir, split_signals
+from sqa.reasoner.reasoner import DEFAULT_DECISION
 from sqa.types import SqaError
 
 eval_app = typer.Typer(
@@ -52,7 +53,7 @@ def _default_out(split: str, decomposition: str, model: str) -> Path:
     return Path("runs") / "eval" / f"{split}-{decomposition}-{stem}"
 
 
-def _reasoner_factory(model: str, index_dir: Path, backend: str, k: int, retrieval: bool = True):
+def _reasoner_factory(model: str, index_dir: Path, backend: str, k: int, retrieval: bool = True, **options):
     """``pool -> reasoner``: builds the reasoner once (model loaded once) and switches its
     few-shot pool per cross-fitting fold."""
     state: dict = {}
@@ -62,7 +63,8 @@ def _reasoner_factory(model: str, index_dir: Path, backend: str, k: int, retriev
 
         r = state.get("reasoner")
         if r is None:
-            r = build_reasoner(model, index_dir, backend, k, retrieval=retrieval, fewshot_pool=pool.questions)
+            r = build_reasoner(model, index_dir, backend, k, retrieval=retrieval, fewshot_pool=pool.questions,
+                               **options)
             state["reasoner"] = r
             return r
         if hasattr(r, "with_fewshot_pool"):
@@ -70,7 +72,8 @@ def _reasoner_factory(model: str, index_dir: Path, backend: str, k: int, retriev
         if hasattr(r, "fewshot_pool"):
             r.fewshot_pool = pool.questions
             return r
-        r = build_reasoner(model, index_dir, backend, k, retrieval=retrieval, fewshot_pool=pool.questions)
+        r = build_reasoner(model, index_dir, backend, k, retrieval=retrieval, fewshot_pool=pool.questions,
+                               **options)
         state["reasoner"] = r
         return r
 
@@ -110,6 +113,8 @@ def eval_command(
     batch_size: Annotated[int, typer.Option("--batch-size", help="Questions per reasoner.answer_batch call (GPU: run in lockstep). Each answered question is fsync'd to traces.jsonl at once.")] = 32,
     folds: Annotated[int, typer.Option("--folds", help="Cross-fitting folds for few-shot examples on train / train-2061 / all.")] = 5,
     retrieval: Annotated[bool, typer.Option("--retrieval/--no-retrieval", help="--no-retrieval: the same model and prompts without evidence (the baseline that shows what retrieval adds).")] = True,
+    decision: DecisionOpt = DEFAULT_DECISION,
+    signals: SignalsOpt = None,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:
@@ -122,7 +127,8 @@ def eval_command(
     model = model or DEFAULT_MODEL
     idx = resolve_index_dir(index_dir).resolve()
     options = EvalOptions(split=split, model=model, decomposition=decomposition, k=k, index_dir=str(idx),
-                          backend=backend, folds=folds, limit=limit, batch_size=batch_size, retrieval=retrieval)
+                          backend=backend, folds=folds, limit=limit, batch_size=batch_size, retrieval=retrieval,
+                          decision=decision, signals=tuple(split_signals(signals)))
     out_dir = out or _default_out(split, decomposition if retrieval else f"{decomposition}-noretrieval", model)
     questions = select_questions(split, limit)
     info = _index_info(idx, backend)
@@ -139,7 +145,9 @@ def eval_command(
                 tasks.append(progress.add_task(split, total=p.total, completed=p.done, acc=acc))
             progress.update(tasks[0], completed=p.done, acc=acc)
 
-        summary = run_eval(options, out_dir, _reasoner_factory(model, idx, backend, k, retrieval), questions=questions,
+        summary = run_eval(options, out_dir, _reasoner_factory(model, idx, backend, k, retrieval,
+                                                                          decision=options.decision,
+                                                                          extra_signals=options.signals), questions=questions,
                            index_info=info, on_progress=on_progress)
     if summary.repaired_bytes:
         console.print(f"dropped a cut last line ({summary.repaired_bytes} bytes) of {out_dir}/traces.jsonl")

@@ -94,8 +94,10 @@ class EvalOptions:
     limit: int | None = None
     batch_size: int = 32
     retrieval: bool = True
+    decision: str = "transcript"  # keep equal to sqa.reasoner.reasoner.DEFAULT_DECISION
+    signals: tuple[str, ...] = ()
 
-    IDENTITY = ("split", "model", "decomposition", "k", "index_dir", "backend", "folds", "retrieval")
+    IDENTITY = ("split", "model", "decomposition", "k", "index_dir", "backend", "folds", "retrieval", "decision")
 
     def __post_init__(self):
         if self.split not in SPLITS:
@@ -111,6 +113,13 @@ class EvalOptions:
             raise SqaError(f"batch size must be at least 1 (got {self.batch_size})")
         if self.folds < 2:
             raise SqaError(f"cross-fitting needs at least 2 folds (got {self.folds})")
+        from sqa.reasoner.reasoner import SIGNALS, parse_decision
+
+        object.__setattr__(self, "decision", "+".join(parse_decision(self.decision)))  # frozen dataclass
+        object.__setattr__(self, "signals", tuple(self.signals))
+        bad = [x for x in self.signals if x not in SIGNALS]
+        if bad:
+            raise SqaError(f"unknown signal(s) {', '.join(bad)}; use {', '.join(SIGNALS)}")
         if self.limit is not None and self.limit < 1:
             raise SqaError(f"--limit must be at least 1 (got {self.limit})")
 

@@ -43,6 +43,9 @@ class _State:
     paragraphs: list[str] = field(default_factory=list)
     final_from_last_step: bool = False
     fewshot_qids: list[str] = field(default_factory=list)
+    head: str = ""  # instruction + demonstrations + the question's user turn (shared by every signal)
+    plain_head: str = ""  # the same with question-only demonstrations (the "plain" signal)
+    signals: dict[str, float] = field(default_factory=dict)
 
 
 class Reasoner:
@@ -61,6 +64,14 @@ class Reasoner:
     - ``reask``: repeat the question right before the final "Answer:" (after the steps). On 30
       train-2061 questions (bench/ask_variants.py) it raised accuracy from 0.40 to 0.53 and the
       AUC of P(yes) from 0.30 to 0.40 with retrieval, so it is on by default.
+    - ``decision``: which P(yes) readings ("signals", see ``SIGNALS``) make the final answer,
+      "+"-joined; several are averaged in log-odds (an unweighted product-of-experts). Signals:
+      ``transcript`` (after the steps, their evidence and answers), ``compact`` (after the steps and
+      their answers only, evidence lines dropped), ``direct`` (right after the question, same
+      demonstrations, no steps) and ``plain`` (question-only demonstrations, no steps; the
+      no-retrieval baseline's prompt). ``extra_signals`` are read too and kept in
+      ``ReasoningResult.signals`` for analysis. ``compact`` and ``direct`` share the transcript's
+      cached prefix, so they cost a few dozen prompt tokens each; ``plain`` reads its own prefix.
     - ``yes_threshold``: the raw P(yes) that counts as 50/50. The model's P(yes) is shifted in
       log-odds, ``logit(p) - logit(yes_threshold)``, so the answer is Yes iff the raw P(yes) >=
       ``yes_threshold`` and the confidence stays >= 0.5. Default: ``YES_THRESHOLD``, measured on
@@ -73,7 +84,12 @@ class Reasoner:
                  evidence_per_step: int = 1, evidence_words: int = 60, question_evidence: int = 2,
                  retrieval: bool = True, max_steps: int = 5, decompose_tokens: int = 80, answer_tokens: int = 16,
                  demo_selector: P.DemoSelector | None = None, yes_threshold: float | None = None,
-                 reask: bool = True):
+                 reask: bool = True, decision: str | None = None, extra_signals: Sequence[str] = ()):
+        self.decision = parse_decision(decision or DEFAULT_DECISION)
+        bad = [x for x in extra_signals if x not in SIGNALS]
+        if bad:
+            raise SqaError(f"unknown signal(s) {', '.join(bad)}; use {', '.join(SIGNALS)}")
+        self.signals = tuple(dict.fromkeys([*self.decision, *extra_signals]))
         if retrieval and retriever is None:
             raise SqaError("Reasoner: retrieval=True needs a retriever (or pass retrieval=False for the no-retrieval baseline)")
         self.model = model
@@ -158,7 +174,10 @@ class Reasoner:
         for st in states:
             demos = self.selector.select(st.question, self.n_demos, exclude_qid=st.qid)
             st.fewshot_qids = [d.qid for d in demos]
-            st.prompt = P.prefix(demos, decompose=st.mode != "question") + P.question_turn(st.question)
+            st.head = P.prefix(demos, decompose=st.mode != "question") + P.question_turn(st.question)
+            st.prompt = st.head
+            if "plain" in self.signals:
+                st.plain_head = P.prefix(demos, decompose=False) + P.question_turn(st.question)
 
         # 1. decomposition
         todo = [st for st in states if st.mode == "predicted"]
@@ -237,15 +256,19 @@ class Reasoner:
                     text = P.trim_evidence(h.paragraph.text, st.question, self.evidence_words)
                     st.prompt += P.evidence_line(j, h.paragraph.title, text)
 
-        # 4. final yes/no
+        # 4. final yes/no: read each signal's P(yes), one question after another (cache order:
+        # transcript, then compact and direct, which share its prefix)
         t = time.perf_counter()
-        tail = (lambda st: f"Question: {st.question}\nAnswer:") if self.reask else (lambda st: "Answer:")
-        probs = self.model.yes_probability([st.prompt + tail(st) for st in states])
+        prompts = [self._signal_prompt(st, name) for st in states for name in self.signals]
+        probs = self.model.yes_probability(prompts)
         dt = (time.perf_counter() - t) / n
         total = (time.perf_counter() - t_start) / n
         results = []
-        for st, p in zip(states, probs):
-            st.p_yes = shift_probability(float(p), self.yes_threshold)
+        m = len(self.signals)
+        for j, st in enumerate(states):
+            st.signals = {name: float(p) for name, p in zip(self.signals, probs[j * m:(j + 1) * m])}
+            p = combine_log_odds([st.signals[name] for name in self.decision])
+            st.p_yes = shift_probability(p, self.yes_threshold)
             st.timings["answer"] += dt
             ans = st.p_yes >= 0.5
             if st.final_from_last_step and st.traces:
@@ -254,8 +277,50 @@ class Reasoner:
             results.append(ReasoningResult(
                 question=st.question, steps=st.traces, answer=ans, p_yes=st.p_yes, paragraphs=st.paragraphs,
                 qid=st.qid, timings={k: round(v, 4) for k, v in st.timings.items()},
-                model=getattr(self.model, "name", ""), fewshot_qids=st.fewshot_qids, p_yes_raw=float(p)))
+                model=getattr(self.model, "name", ""), fewshot_qids=st.fewshot_qids, p_yes_raw=float(p),
+                signals={k: round(v, 6) for k, v in st.signals.items()}, decision="+".join(self.decision)))
         return results
+
+
+    def _signal_prompt(self, st: _State, name: str) -> str:
+        """The prompt whose next-token P(yes) is signal ``name`` for question state ``st``."""
+        tail = f"Question: {st.question}\nAnswer:" if self.reask else "Answer:"
+        if name == "transcript":
+            return st.prompt + tail
+        if name == "direct":
+            return st.head + "Answer:"
+        if name == "plain":
+            return st.plain_head + "Answer:"
+        # compact: steps and their answers, no evidence lines
+        if st.mode == "question" or not st.traces:
+            return st.head + tail
+        lines = "".join(f"#{tr.index} = {tr.answer}\n" for tr in st.traces if tr.answer and not
+                        (st.final_from_last_step and tr is st.traces[-1]))
+        return st.head + "Steps:\n" + P.format_steps(st.steps) + lines + tail
+
+
+SIGNALS = ("transcript", "compact", "direct", "plain")
+# the final answer's signals by default (see Reasoner: ``decision``)
+DEFAULT_DECISION = "transcript"
+
+
+def parse_decision(decision: str) -> tuple[str, ...]:
+    """"compact+direct" -> ("compact", "direct"); raises SqaError for an unknown or empty name."""
+    names = tuple(dict.fromkeys(x.strip() for x in decision.split("+") if x.strip()))
+    bad = [x for x in names if x not in SIGNALS]
+    if not names or bad:
+        raise SqaError(f"unknown decision {decision!r}; use one or more of {', '.join(SIGNALS)} joined by '+'")
+    return names
+
+
+def combine_log_odds(ps: Sequence[float]) -> float:
+    """Mean of the log-odds of probabilities ``ps`` (each clipped to [1e-6, 1 - 1e-6]), mapped
+    back to a probability; one value is returned unchanged."""
+    if len(ps) == 1:
+        return float(ps[0])
+    eps = 1e-6
+    z = sum(math.log(min(max(p, eps), 1 - eps) / (1 - min(max(p, eps), 1 - eps))) for p in ps) / len(ps)
+    return 1.0 / (1.0 + math.exp(-z))
 
 
 # Raw P(yes) that counts as 50/50, per setting. Measured with bench/ask.py --calibrate 30 on 30

@@ -48,6 +48,8 @@ class ReasoningResult:
     model: str = ""
     fewshot_qids: list[str] = field(default_factory=list)  # the train questions shown as demonstrations
     p_yes_raw: float | None = None  # the model's P(yes) before the reasoner's label-bias correction
+    signals: dict[str, float] = field(default_factory=dict)  # raw P(yes) per prompt read (see Reasoner)
+    decision: str = ""  # the signals combined into p_yes ("+"-joined)
 
     @property
     def confidence(self) -> float:
@@ -55,7 +57,9 @@ class ReasoningResult:
 
     @property
     def decomposition(self) -> list[str]:
-        return [s.question for s in self.steps]
+        """The step texts; a run without steps (decomposition mode "question") counts as the
+        one-step decomposition [question], which is what the leaderboard file and SARI get."""
+        return [s.question for s in self.steps] or [self.question]
 
     def to_prediction(self) -> Prediction:
         return Prediction(qid=self.qid or "", answer=self.answer, confidence=self.confidence,

@@ -1,0 +1,127 @@
+"""Which P(yes) readings should make the final yes/no? Compares the reasoner's signals
+(``transcript``, ``compact``, ``direct``, ``plain``; see ``sqa.reasoner.Reasoner``) and their
+log-odds means on ``sqa eval`` runs that recorded them (``--signals transcript,compact,direct,plain``).
+
+Usage::
+
+    python bench/decision.py --choose /work/runs/t2061-signals [--report /work/runs/dev-signals ...]
+
+The decision is chosen on the ``--choose`` run only (a train-2061 run: never the dev split), by
+accuracy at P(yes) = 0.5, ties broken by AUC; ``--report`` runs get the same table for reference.
+Writes ``bench/results/decision.json``: per run, per signal set, n, accuracy (with a 95 % bootstrap
+interval, 2,000 resamples over questions), AUC of P(yes) against the gold answer, mean P(yes), and
+the majority ("always no") accuracy of the same questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from sqa.reasoner.reasoner import SIGNALS, combine_log_odds  # noqa: E402
+from sqa.strategyqa import load_questions  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "decision.json"
+
+
+def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
+    """(run.json, traces with all signals and a gold answer)."""
+    run = json.loads((run_dir / "run.json").read_text())
+    gold = {q.qid: q.answer for q in load_questions("all") if q.answer is not None}
+    rows = []
+    for line in (run_dir / "traces.jsonl").read_text().splitlines():
+        if not line.strip():
+            continue
+        d = json.loads(line)
+        if d.get("signals") and d["qid"] in gold:
+            d["gold"] = gold[d["qid"]]
+            rows.append(d)
+    return run, rows
+
+
+def auc(ps: list[float], ys: list[bool]) -> float | None:
+    """Area under the ROC curve (Mann-Whitney U / (n_pos * n_neg)); ties count one half."""
+    pos = [p for p, y in zip(ps, ys) if y]
+    neg = [p for p, y in zip(ps, ys) if not y]
+    if not pos or not neg:
+        return None
+    return sum((p > q) + 0.5 * (p == q) for p in pos for q in neg) / (len(pos) * len(neg))
+
+
+def bootstrap_ci(correct: list[bool], n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+    rng = random.Random(seed)
+    n = len(correct)
+    accs = sorted(sum(correct[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
+    return accs[int(0.025 * n_boot)], accs[int(0.975 * n_boot) - 1]
+
+
+def evaluate(rows: list[dict], names: tuple[str, ...]) -> dict:
+    ps = [combine_log_odds([r["signals"][s] for s in names]) for r in rows]
+    ys = [bool(r["gold"]) for r in rows]
+    correct = [(p >= 0.5) == y for p, y in zip(ps, ys)]
+    lo, hi = bootstrap_ci(correct)
+    a = auc(ps, ys)
+    return {"decision": "+".join(names), "n": len(rows), "accuracy": round(sum(correct) / len(rows), 4),
+            "accuracy_95ci": [round(lo, 4), round(hi, 4)], "auc": None if a is None else round(a, 4),
+            "mean_p_yes": round(sum(ps) / len(ps), 4)}
+
+
+def analyse(run_dir: Path) -> dict:
+    run, rows = load_run(run_dir)
+    if not rows:
+        raise SystemExit(f"{run_dir}/traces.jsonl: no traces with recorded signals; run sqa eval with --signals")
+    have = [s for s in SIGNALS if all(s in r["signals"] for r in rows)]
+    combos = [c for n in range(1, len(have) + 1) for c in itertools.combinations(have, n)]
+    results = [evaluate(rows, c) for c in combos]
+    ys = [bool(r["gold"]) for r in rows]
+    secs = [r["timings"].get("total", 0.0) for r in rows]
+    return {"run_dir": str(run_dir), "split": run["identity"]["split"], "identity": run["identity"], "n": len(rows),
+            "majority_accuracy": round(sum(not y for y in ys) / len(ys), 4),
+            "seconds_per_question": round(sum(secs) / len(secs), 2), "decisions": results}
+
+
+def table(res: dict, chosen: str | None) -> Table:
+    t = Table(title=f"{res['split']} ({res['n']} questions, majority {res['majority_accuracy']:.3f}) - {res['run_dir']}")
+    for c in ("decision", "accuracy", "95% CI", "AUC", "mean P(yes)"):
+        t.add_column(c, justify="left" if c == "decision" else "right")
+    for d in sorted(res["decisions"], key=lambda d: (-d["accuracy"], -(d["auc"] or 0))):
+        mark = " *" if d["decision"] == chosen else ""
+        t.add_row(d["decision"] + mark, f"{d['accuracy']:.3f}", f"{d['accuracy_95ci'][0]:.3f}-{d['accuracy_95ci'][1]:.3f}",
+                  "-" if d["auc"] is None else f"{d['auc']:.3f}", f"{d['mean_p_yes']:.3f}")
+    return t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--choose", type=Path, required=True, help="run directory (train-2061) the decision is chosen on")
+    ap.add_argument("--report", type=Path, nargs="*", default=[], help="further run directories, reported only")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    choose = analyse(args.choose)
+    if choose["split"] == "dev":
+        raise SystemExit("--choose must not be a dev run: the decision is chosen on train questions only")
+    best = max(choose["decisions"], key=lambda d: (d["accuracy"], d["auc"] or 0))
+    reports = [analyse(p) for p in args.report]
+    con = Console()
+    for r in [choose, *reports]:
+        con.print(table(r, best["decision"]))
+    out = {"command": "python bench/decision.py " + " ".join(sys.argv[1:]), "chosen_on": str(args.choose),
+           "chosen": best["decision"], "runs": [choose, *reports]}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    con.print(f"chosen on {choose['split']}: [bold]{best['decision']}[/bold] (accuracy {best['accuracy']:.3f}, "
+              f"AUC {best['auc']}) -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
