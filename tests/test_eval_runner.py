@@ -343,3 +343,16 @@ def test_run_recorded_before_an_identity_key_existed_still_resumes(tmp_path):
         check_run_file(tmp_path, EvalOptions(split="dev", model="m", decomposition="predicted", index_dir="/i",
                                              retrieval=False), {"paragraph_count": 5})
     assert rec["identity"]["retrieval"] is True
+
+
+def test_signal_accuracy_scores_each_recorded_reading_against_gold():
+    from sqa.eval.runner import signal_accuracy
+
+    qs = select_questions("dev", 6)
+    rows = [{"correct": True, "gold": q.answer,
+             "signals": {"plain": 0.9 if q.answer else 0.1, "direct": 0.7}} for q in qs]
+    acc = signal_accuracy(rows)
+    yes = sum(q.answer for q in qs) / len(qs)
+    assert acc["plain"] == {"n": 6, "Accuracy": 1.0, "mean_p_yes": pytest.approx(0.1 + 0.8 * yes)}
+    assert acc["direct"]["Accuracy"] == pytest.approx(yes)  # always yes
+    assert signal_accuracy([{**r, "signals": {}} for r in rows]) == {}

@@ -53,6 +53,15 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         f"| ECE (10 bins) | {_fmt(metrics['ECE'])} |",
         f"| seconds / question | {_fmt(metrics['seconds_per_question'], 2)} |",
         "",
+    ]
+    if metrics.get("signals"):
+        lines += [f"## P(yes) readings (final answer: `{metrics.get('decision') or '?'}`)", "",
+                  "Each reading alone, thresholded at 0.5 (`plain` = the same model with no steps and no evidence).",
+                  "", "| reading | n | Accuracy | mean P(yes) |", "|---|---|---|---|"]
+        for name, v in metrics["signals"].items():
+            lines.append(f"| {name} | {v['n']} | {_fmt(v['Accuracy'])} | {_fmt(v['mean_p_yes'])} |")
+        lines.append("")
+    lines += [
         "## Accuracy by number of steps",
         "",
         "| steps | n | Accuracy |",

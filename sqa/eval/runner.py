@@ -601,7 +601,7 @@ def question_rows(questions: Sequence[Question], done: dict[str, dict]) -> list[
             "decomposition": r.decomposition, "paragraphs": list(r.paragraphs),
             "seconds": ev.get("seconds"),
             "timings": dict(r.timings), "fewshot_pool": ev.get("fewshot_pool"),
-            "fewshot_qids": rec.get("fewshot_qids"),
+            "fewshot_qids": rec.get("fewshot_qids"), "signals": dict(rec.get("signals") or {}),
         })
     return rows
 
@@ -633,6 +633,22 @@ def expected_calibration_error(bins: Sequence[dict]) -> float | None:
     if not n:
         return None
     return sum(b["n"] / n * abs(b["accuracy"] - b["confidence"]) for b in bins if b["n"])
+
+
+def signal_accuracy(rows: Sequence[dict]) -> dict[str, dict]:
+    """Accuracy (P(yes) >= 0.5) and mean P(yes) of every P(yes) reading recorded for all labelled
+    rows (``--signals``; see ``sqa.reasoner.Reasoner``): e.g. ``plain`` is the no-retrieval answer of the
+    same questions. ``{name: {"n", "Accuracy", "mean_p_yes"}}``; empty when none was recorded."""
+    labelled = [r for r in rows if r["correct"] is not None]
+    if not labelled:
+        return {}
+    names = [n for n in labelled[0]["signals"] if all(n in r["signals"] for r in labelled)]
+    out = {}
+    for n in names:
+        ps = [float(r["signals"][n]) for r in labelled]
+        out[n] = {"n": len(ps), "Accuracy": sum((p >= 0.5) == bool(r["gold"]) for p, r in zip(ps, labelled)) / len(ps),
+                  "mean_p_yes": sum(ps) / len(ps)}
+    return out
 
 
 def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: dict[str, dict],
@@ -672,6 +688,8 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
         "ECE": expected_calibration_error(bins),
         "calibration": bins,
         "accuracy_by_steps": {str(n): {"n": len(v), "Accuracy": sum(v) / len(v)} for n, v in sorted(by_steps.items())},
+        "decision": options.decision,
+        "signals": signal_accuracy(rows),
         "model": options.model,
         "index": index_info or {},
         "options": options.to_dict(),
