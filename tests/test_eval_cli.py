@@ -125,7 +125,7 @@ def test_cli_ctrl_c_exits_130_with_outputs(tmp_path):
     code = (
         "import signal, sys, eval_fakes, sqa.cli.eval as E\n"
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # see eval_fakes.py
-        "E._reasoner_factory = lambda *a: (lambda pool: eval_fakes.FakeReasoner(pool, delay=0.03))\n"
+        "E._reasoner_factory = lambda *a, **kw: (lambda pool: eval_fakes.FakeReasoner(pool, delay=0.03))\n"
         "from sqa.cli import main\n"
         f"sys.exit(main(['eval', '--split', 'dev', '--out', {str(out)!r}, '--index-dir', {str(tmp_path)!r}]))\n"
     )
