@@ -46,6 +46,7 @@ from typing import Callable, Iterator, Protocol, Sequence
 
 from sqa.eval.leaderboard import score_predictions, validate_predictions
 from sqa.eval.metrics import recall_at_k
+from sqa.reasoner.reasoner import DEFAULT_DECISION, SIGNALS, parse_decision
 from sqa.reasoner.trace import ReasoningResult, StepTrace
 from sqa.strategyqa import SPLITS, load_questions
 from sqa.types import Question, SqaError
@@ -94,7 +95,7 @@ class EvalOptions:
     limit: int | None = None
     batch_size: int = 32
     retrieval: bool = True
-    decision: str = "transcript"  # keep equal to sqa.reasoner.reasoner.DEFAULT_DECISION
+    decision: str = DEFAULT_DECISION
     signals: tuple[str, ...] = ()
 
     IDENTITY = ("split", "model", "decomposition", "k", "index_dir", "backend", "folds", "retrieval", "decision")
@@ -113,8 +114,6 @@ class EvalOptions:
             raise SqaError(f"batch size must be at least 1 (got {self.batch_size})")
         if self.folds < 2:
             raise SqaError(f"cross-fitting needs at least 2 folds (got {self.folds})")
-        from sqa.reasoner.reasoner import SIGNALS, parse_decision
-
         object.__setattr__(self, "decision", "+".join(parse_decision(self.decision)))  # frozen dataclass
         object.__setattr__(self, "signals", tuple(self.signals))
         bad = [x for x in self.signals if x not in SIGNALS]
