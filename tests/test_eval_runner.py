@@ -205,7 +205,7 @@ def test_resume_with_other_options_is_refused(tmp_path):
         run_eval(_opts(limit=5, decomposition="gold"), tmp_path, Factory())
     with pytest.raises(SqaError, match="split"):
         run_eval(_opts(split="train", limit=5), tmp_path, Factory())
-    with pytest.raises(SqaError, match=r"decision: 'transcript' -> 'compact\+direct'"):
+    with pytest.raises(SqaError, match=r"decision: 'transcript\+direct\+plain' -> 'compact\+direct'"):
         run_eval(_opts(limit=5, decision="compact + direct"), tmp_path, Factory())
     # limit and batch size may change between sessions
     assert run_eval(_opts(limit=8, batch_size=3), tmp_path, Factory()).done == 8

@@ -83,6 +83,9 @@ def ask_command(
         tree.add(f"[dim]{escape(result.paragraphs[0])}[/dim]  " + (f"[bold]{escape(p.title)}[/bold]: {escape(_snippet(p.text))}" if p else ""))
     verdict = "Yes" if result.answer else "No"
     color = "green" if result.answer else "red"
-    tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f}  confidence={result.confidence:.2f}  "
+    readings = ""
+    if len(result.signals) > 1:  # the P(yes) readings averaged in log-odds (see Reasoner: decision)
+        readings = "  [dim](" + ", ".join(f"{name} {p:.2f}" for name, p in result.signals.items()) + ")[/dim]"
+    tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f}{readings}  confidence={result.confidence:.2f}  "
              f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
     Console().print(tree)

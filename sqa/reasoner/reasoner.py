@@ -72,6 +72,7 @@ class Reasoner:
       no-retrieval baseline's prompt). ``extra_signals`` are read too and kept in
       ``ReasoningResult.signals`` for analysis. ``compact`` and ``direct`` share the transcript's
       cached prefix, so they cost a few dozen prompt tokens each; ``plain`` reads its own prefix.
+      Default: ``DEFAULT_DECISION`` (transcript+direct+plain, chosen on train-2061).
     - ``yes_threshold``: the raw P(yes) that counts as 50/50. The model's P(yes) is shifted in
       log-odds, ``logit(p) - logit(yes_threshold)``, so the answer is Yes iff the raw P(yes) >=
       ``yes_threshold`` and the confidence stays >= 0.5. Default: ``YES_THRESHOLD``, measured on
@@ -300,8 +301,13 @@ class Reasoner:
 
 
 SIGNALS = ("transcript", "compact", "direct", "plain")
-# the final answer's signals by default (see Reasoner: ``decision``)
-DEFAULT_DECISION = "transcript"
+# The final answer's signals by default (see Reasoner: ``decision``). Chosen on train-2061 only:
+# ``python bench/decision.py --choose RUN`` over the first 42 train-2061 questions of
+# ``sqa eval --split train-2061 --limit 100 --signals transcript,compact,direct,plain`` ranked all 15
+# signal sets by accuracy; transcript+direct+plain came first (0.667, 95 % CI 0.52-0.81; transcript
+# alone 0.524, plain alone 0.619, majority 0.476). bench/results/decision.json has the table. The
+# intervals overlap: re-choose with more questions or another model.
+DEFAULT_DECISION = "transcript+direct+plain"
 
 
 def parse_decision(decision: str) -> tuple[str, ...]:
