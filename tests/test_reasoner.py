@@ -95,7 +95,7 @@ def test_predicted_decomposition_is_parsed_and_operation_step_is_not_read(gold_i
     q = questions_by_id()[_with_refs("train-2061", 1)[0].qid]
     steps = ["What is the capital of France?", "What river flows through #1?", "Is #2 longer than 500 km?"]
     model = ScriptedModel(steps)
-    res = Reasoner(model, BackendRetriever(gold_index), k=3).answer(q.question, qid=q.qid)
+    res = Reasoner(model, BackendRetriever(gold_index), k=3, decision="transcript").answer(q.question, qid=q.qid)
     assert res.decomposition == steps
     # the last step is an operation over #2: no reader call, its answer is the final yes/no
     assert not any(p.endswith("#3 =") for p in model.generate_prompts)
@@ -106,11 +106,11 @@ def test_predicted_decomposition_is_parsed_and_operation_step_is_not_read(gold_i
 def test_no_retrieval_and_question_modes(gold_index):
     q = _with_refs(n=1)[0]
     model = ScriptedModel(["Who?", "Is #1 old?"])
-    res = Reasoner(model, None, retrieval=False).answer(q.question, qid=q.qid)
+    res = Reasoner(model, None, retrieval=False, decision="transcript").answer(q.question, qid=q.qid)
     assert res.paragraphs == [] and all(s.evidence == [] for s in res.steps)
     assert "Evidence" not in model.yes_prompts[-1]
     model = ScriptedModel()
-    res = Reasoner(model, BackendRetriever(gold_index), k=4).answer_batch([q], decomposition="question")[0]
+    res = Reasoner(model, BackendRetriever(gold_index), k=4, decision="transcript").answer_batch([q], decomposition="question")[0]
     assert res.steps == [] and len(res.paragraphs) == 4
     assert res.decomposition == [q.question] and res.to_prediction().decomposition == [q.question]  # one step
     assert model.generate_prompts == []  # question mode: one yes/no read, nothing generated
@@ -276,7 +276,7 @@ def test_yes_threshold_shifts_log_odds(gold_index):
     assert [s >= 0.5 for s in shifted] == [p >= 0.65 for p in ps]
     q = _with_refs(n=1)[0]
     # scripted P(yes) = 0.9: Yes below a 0.95 threshold? No: 0.9 < 0.95 -> answer No, confidence > 0.5
-    res = Reasoner(ScriptedModel(), BackendRetriever(gold_index), k=3, yes_threshold=0.95).answer(
+    res = Reasoner(ScriptedModel(), BackendRetriever(gold_index), k=3, yes_threshold=0.95, decision="transcript").answer(
         q.question, qid=q.qid, decomposition=list(q.decomposition))
     assert res.p_yes_raw == pytest.approx(0.9) and res.answer is False and res.confidence > 0.5
     with pytest.raises(SqaError, match="yes_threshold"):
