@@ -71,7 +71,7 @@ def test_step_loop_substitutes_earlier_answers_on_real_questions(gold_index):
     retriever = RecordingRetriever(BackendRetriever(gold_index))
     for q in _with_refs():
         model = ScriptedModel()
-        r = Reasoner(model, retriever, k=5)
+        r = Reasoner(model, retriever, k=5, decision="transcript")
         retriever.calls.clear()
         res = r.answer(q.question, qid=q.qid, decomposition=list(q.decomposition))
         assert [s.question for s in res.steps] == list(q.decomposition)
