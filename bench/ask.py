@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="dev")
     ap.add_argument("-n", type=int, default=10, help="first n questions of the split")
     ap.add_argument("--mode", default="predicted", choices=["predicted", "gold", "question"])
+    ap.add_argument("--decision", default=None,
+                    help="P(yes) readings of the final answer (default: the reasoner's DEFAULT_DECISION); "
+                         "the result is stored under MODE, or MODE|DECISION for a non-default one")
     ap.add_argument("--no-retrieval-too", action="store_true")
     ap.add_argument("--speed-only", action="store_true")
     ap.add_argument("--calibrate", type=int, default=0, metavar="N",
@@ -126,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from sqa.reasoner import build_reasoner, load_model
+    from sqa.reasoner.reasoner import DEFAULT_DECISION
     from sqa.strategyqa import load_questions
+
+    decision = args.decision or DEFAULT_DECISION
 
     out_path = Path(args.out)
     results = json.loads(out_path.read_text()) if out_path.exists() else {}
@@ -144,10 +150,11 @@ def main(argv: list[str] | None = None) -> int:
         entry["calibration"] = calibrate(model, args.index_dir, args.calibrate, args.mode)
     elif not args.speed_only:
         qs = load_questions(args.split)[: args.n]
-        r = build_reasoner(model, args.index_dir, k=10)
+        r = build_reasoner(model, args.index_dir, k=10, decision=decision)
         res = run(r, qs, args.mode, f"{args.mode} + retrieval")
-        res.update(split=args.split, index_dir=args.index_dir, command="python " + " ".join(sys.argv))
-        entry[f"{args.mode}"] = res
+        res.update(split=args.split, index_dir=args.index_dir, decision=decision,
+                   command="python " + " ".join(sys.argv))
+        entry[args.mode if decision == DEFAULT_DECISION else f"{args.mode}|{decision}"] = res
         if args.no_retrieval_too:
             r0 = build_reasoner(model, None, retrieval=False)
             res0 = run(r0, qs, args.mode if args.mode != "gold" else "gold", f"{args.mode}, no retrieval")
