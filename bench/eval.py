@@ -41,7 +41,6 @@ def entry_from_metrics(m: dict, run_dir: Path, command: str, extra: dict | None 
         "model": m["model"], "decomposition": m["options"]["decomposition"], "k": m["options"]["k"],
         "batch_size": m["options"]["batch_size"],
         "decision": m["options"].get("decision", "transcript"),
-        "signals_recorded": sorted(m.get("signals") or {}),
         "signals_accuracy": {k: v["Accuracy"] for k, v in (m.get("signals") or {}).items()},
         "complete": m.get("complete"),
         "index": {"backend": idx.get("backend"), "paragraph_count": idx.get("paragraph_count"),
@@ -58,7 +57,7 @@ def entry_from_metrics(m: dict, run_dir: Path, command: str, extra: dict | None 
 
 def save(entry: dict) -> None:
     data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    key = (f"{entry['split']}|{entry['model']}|{entry['decomposition']}|{entry.get('decision', 'transcript')}|"
+    key = (f"{entry['split']}|{entry['model']}|{entry['decomposition']}|{entry['decision']}|"
            f"{entry['index'].get('preset') or entry['index'].get('paragraph_count')}")
     data.setdefault("runs", {})[key] = entry
     data["description"] = ("sqa eval seconds per question on this machine (metrics.json seconds_per_question); "
