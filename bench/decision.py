@@ -4,10 +4,13 @@ log-odds means on ``sqa eval`` runs that recorded them (``--signals transcript,c
 
 Usage::
 
-    python bench/decision.py --choose /work/runs/t2061-signals [--report /work/runs/dev-signals ...]
+    python bench/decision.py --choose /work/runs/t2061-signals [/work/runs/train ...] [--report /work/runs/dev229 ...]
 
-The decision is chosen on the ``--choose`` run only (a train-2061 run: never the dev split), by
-accuracy at P(yes) = 0.5, ties broken by AUC; ``--report`` runs get the same table for reference.
+The decision is chosen on the ``--choose`` runs only (train-2061 or train runs), by accuracy at
+P(yes) = 0.5, ties broken by AUC. Dev questions never take part in the choice: a ``train`` run
+covers the 229 dev questions too, so they are dropped from it, and a question answered in several
+``--choose`` runs counts once (the first run given wins). ``--report`` runs get the same table for
+reference.
 Writes ``bench/results/decision.json``: per run, per signal set, n, accuracy (with a 95 % bootstrap
 interval, 2,000 resamples over questions), AUC of P(yes) against the gold answer, mean P(yes), and
 the majority ("always no") accuracy of the same questions.
@@ -29,7 +32,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from sqa.reasoner.reasoner import SIGNALS, combine_log_odds  # noqa: E402
-from sqa.strategyqa import load_questions  # noqa: E402
+from sqa.strategyqa import load_questions, split_qids  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "decision.json"
 
@@ -76,18 +79,50 @@ def evaluate(rows: list[dict], names: tuple[str, ...]) -> dict:
             "mean_p_yes": round(sum(ps) / len(ps), 4)}
 
 
-def analyse(run_dir: Path) -> dict:
-    run, rows = load_run(run_dir)
+def analyse_rows(label: str, split: str, identity: dict | list, rows: list[dict]) -> dict:
+    """The decision table of ``rows`` (traces with ``signals`` and ``gold``)."""
     if not rows:
-        raise SystemExit(f"{run_dir}/traces.jsonl: no traces with recorded signals; run sqa eval with --signals")
+        raise SystemExit(f"{label}: no traces with recorded signals; run sqa eval with --signals")
     have = [s for s in SIGNALS if all(s in r["signals"] for r in rows)]
     combos = [c for n in range(1, len(have) + 1) for c in itertools.combinations(have, n)]
     results = [evaluate(rows, c) for c in combos]
     ys = [bool(r["gold"]) for r in rows]
     secs = [r["timings"].get("total", 0.0) for r in rows]
-    return {"run_dir": str(run_dir), "split": run["identity"]["split"], "identity": run["identity"], "n": len(rows),
+    return {"run_dir": label, "split": split, "identity": identity, "n": len(rows),
             "majority_accuracy": round(sum(not y for y in ys) / len(ys), 4),
             "seconds_per_question": round(sum(secs) / len(secs), 2), "decisions": results}
+
+
+def analyse(run_dir: Path) -> dict:
+    """The decision table of one run directory (all its questions)."""
+    run, rows = load_run(run_dir)
+    return analyse_rows(str(run_dir), run["identity"]["split"], run["identity"], rows)
+
+
+def analyse_choice(run_dirs: list[Path]) -> dict:
+    """The decision table over the union of ``run_dirs`` without dev questions, each qid once.
+
+    Raises SystemExit if a run is a dev run or nothing is left."""
+    dev = set(split_qids()["dev"])
+    seen: set[str] = set()
+    rows: list[dict] = []
+    identities, splits, dropped = [], [], 0
+    for run_dir in run_dirs:
+        run, run_rows = load_run(run_dir)
+        if run["identity"]["split"] == "dev":
+            raise SystemExit(f"{run_dir}: --choose must not be a dev run; the decision is chosen on train questions only")
+        identities.append(run["identity"])
+        splits.append(run["identity"]["split"])
+        for r in run_rows:
+            if r["qid"] in dev or r["qid"] in seen:
+                dropped += 1
+                continue
+            seen.add(r["qid"])
+            rows.append(r)
+    res = analyse_rows(" + ".join(map(str, run_dirs)), "+".join(dict.fromkeys(splits)) + " (no dev questions)",
+                       identities, rows)
+    res["dropped_dev_or_repeated"] = dropped
+    return res
 
 
 def table(res: dict, chosen: str | None) -> Table:
@@ -103,19 +138,18 @@ def table(res: dict, chosen: str | None) -> Table:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--choose", type=Path, required=True, help="run directory (train-2061) the decision is chosen on")
+    ap.add_argument("--choose", type=Path, nargs="+", required=True,
+                    help="run directories (train-2061 or train) the decision is chosen on; dev questions are dropped")
     ap.add_argument("--report", type=Path, nargs="*", default=[], help="further run directories, reported only")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
-    choose = analyse(args.choose)
-    if choose["split"] == "dev":
-        raise SystemExit("--choose must not be a dev run: the decision is chosen on train questions only")
+    choose = analyse_choice(args.choose)
     best = max(choose["decisions"], key=lambda d: (d["accuracy"], d["auc"] or 0))
     reports = [analyse(p) for p in args.report]
     con = Console()
     for r in [choose, *reports]:
         con.print(table(r, best["decision"]))
-    out = {"command": "python bench/decision.py " + " ".join(sys.argv[1:]), "chosen_on": str(args.choose),
+    out = {"command": "python bench/decision.py " + " ".join(sys.argv[1:]), "chosen_on": [str(p) for p in args.choose],
            "chosen": best["decision"], "runs": [choose, *reports]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")

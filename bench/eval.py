@@ -27,12 +27,19 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "eval.json"
 
 
-def machine() -> dict:
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "cpus_usable": len(os.sched_getaffinity(0)), "loadavg_1_5_15": list(os.getloadavg())}
+def machine(with_load: bool = True) -> dict:
+    """Platform, Python, CPU counts and (``with_load``) the current 1/5/15-minute load average."""
+    m = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+         "cpus_usable": len(os.sched_getaffinity(0))}
+    if with_load:
+        m["loadavg_1_5_15"] = list(os.getloadavg())
+    return m
 
 
-def entry_from_metrics(m: dict, run_dir: Path, command: str, extra: dict | None = None) -> dict:
+def entry_from_metrics(m: dict, run_dir: Path, command: str, extra: dict | None = None,
+                       with_load: bool = True) -> dict:
+    """One eval.json entry from a run's metrics.json. ``with_load=False`` for a run recorded after
+    the fact (``--from-run``): the load average now says nothing about the load while it ran."""
     idx = m.get("index") or {}
     return {
         "command": command,
@@ -49,7 +56,7 @@ def entry_from_metrics(m: dict, run_dir: Path, command: str, extra: dict | None 
         "phase_seconds_mean": m.get("phase_seconds_mean"),
         "Accuracy": m["Accuracy"], "Recall@10": m["Recall@10"], "SARI": m["SARI"],
         "majority_baseline_accuracy": m["majority_baseline"]["Accuracy"],
-        "machine": machine(),
+        "machine": machine(with_load),
         "measured_at": m.get("written_at"),
         **(extra or {}),
     }
@@ -81,7 +88,9 @@ def main() -> int:
 
     if args.from_run:
         m = json.loads((args.from_run / "metrics.json").read_text())
-        entry = entry_from_metrics(m, args.from_run, command, {"source": "recorded from a sqa eval run"})
+        entry = entry_from_metrics(m, args.from_run, command,
+                                   {"source": "recorded from a sqa eval run (the machine's load while it ran "
+                                              "was not recorded)"}, with_load=False)
     else:
         from sqa.cli import main as sqa_main
         from sqa.reasoner.models import DEFAULT_MODEL
