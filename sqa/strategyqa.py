@@ -94,6 +94,65 @@ def load_questions(split: str = "dev") -> list[Question]:
     raise SqaError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
 
 
+def load_dataset_file(path: str | Path) -> list[Question]:
+    """Questions from any file in StrategyQA's format: a JSON list of objects (or ``.json.xz`` /
+    ``.json.gz``), a JSON-lines file (``.jsonl``), or a local dataset directory read with
+    ``datasets.load_dataset`` (its first split). Each object needs ``qid`` and ``question``;
+    ``answer`` (bool), ``facts``, ``decomposition``, ``evidence`` and ``term`` are optional, so
+    unlabelled files give predictions only and Recall@10 / SARI are scored only where evidence /
+    steps are annotated. Raises SqaError naming the file and the entry for anything else."""
+    path = Path(path)
+    if path.is_dir():
+        try:
+            import datasets
+        except ImportError:
+            raise SqaError(f"{path}: a dataset directory is read with the `datasets` package (pip install 'sqa[hf]'); "
+                           "or pass a .json / .jsonl file") from None
+        try:
+            dd = datasets.load_dataset(str(path))
+        except Exception as e:  # datasets raises many kinds for an unreadable directory
+            raise SqaError(f"{path}: datasets.load_dataset could not read this directory ({type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        split = next(iter(dd))
+        rows = [dict(r) for r in dd[split]]
+    elif path.suffix == ".jsonl":
+        rows = []
+        try:
+            with open(path, encoding="utf-8") as f:
+                for n, line in enumerate(f, start=1):
+                    if line.strip():
+                        try:
+                            rows.append(json.loads(line))
+                        except json.JSONDecodeError as e:
+                            raise SqaError(f"{path}:{n}: not valid JSON ({e.msg}); fix the line") from None
+        except FileNotFoundError:
+            raise SqaError(f"{path}: file not found") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise SqaError(f"{path}: cannot read ({e})") from None
+    else:
+        rows = load_json(path)
+        if isinstance(rows, dict) and isinstance(rows.get("data"), list):
+            rows = rows["data"]
+    if not isinstance(rows, list) or not rows:
+        raise SqaError(f"{path}: expected a non-empty list of questions (objects with qid and question)")
+    out, seen = [], set()
+    for i, d in enumerate(rows):
+        where = f"{path}: entry {i + 1}"
+        if not isinstance(d, dict) or not isinstance(d.get("qid"), str) or not isinstance(d.get("question"), str) \
+                or not d["question"].strip() or not d["qid"].strip():
+            raise SqaError(f"{where}: needs a string qid and a non-empty string question")
+        if d.get("answer") is not None and not isinstance(d["answer"], bool):
+            raise SqaError(f"{where} ({d['qid']}): answer must be true, false or absent, got {d['answer']!r}")
+        if d["qid"] in seen:
+            raise SqaError(f"{where}: qid {d['qid']!r} appears twice")
+        seen.add(d["qid"])
+        try:
+            out.append(_question(d))
+        except (TypeError, ValueError) as e:
+            raise SqaError(f"{where} ({d['qid']}): malformed field ({e})") from None
+    return out
+
+
 def questions_by_id() -> dict[str, Question]:
     """All 2,780 questions (train + test) by qid."""
     return {q.qid: q for q in (*_train(), *_test())}

@@ -23,7 +23,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from sqa.cli import ask, eval as eval_cmd, index, search  # noqa: F401  (modules register commands on `app`)
+    from sqa.cli import ask, eval as eval_cmd, index, search, train_head  # noqa: F401  (modules register commands on `app`)
 
 
 def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:

@@ -9,7 +9,8 @@ snippet), then the final Yes/No with its probability and the time taken. ``--jso
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -40,6 +41,12 @@ def ask_command(
     no_retrieval: Annotated[bool, typer.Option("--no-retrieval", help="Answer from the model alone (no evidence), "
                                                                       "the baseline that shows what retrieval adds.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    reader: Annotated[str, typer.Option("--reader", help="facts (default: selected facts + trained answer head) or "
+                                                         "steps (decompose, read evidence per step).")] = "facts",
+    steps: Annotated[bool, typer.Option("--steps/--no-steps", help="With --reader facts: also write the decomposition "
+                                                                   "(shown, not used for the answer; +5-10 s on CPU).")] = False,
+    head: Annotated[Optional[Path], typer.Option("--head", help="Answer head file (default: trained for --model).",
+                                                 show_default=False)] = None,
     decision: DecisionOpt = DEFAULT_DECISION,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
@@ -55,6 +62,10 @@ def ask_command(
         raise SqaError(f"--decomposition {decomposition!r}: use predicted or question")
     parse_decision(decision)  # fail before loading the model
     err = Console(stderr=True)
+    if reader == "facts":
+        return _ask_facts(question, model, k, no_retrieval, as_json, steps, head, resolve_index_dir(index_dir), backend, err)
+    if reader != "steps":
+        raise SqaError(f"--reader {reader!r}: use facts or steps")
     with err.status(f"loading {model} and the index…", spinner="dots"):
         reasoner = build_reasoner(model, resolve_index_dir(index_dir), backend, k, retrieval=not no_retrieval,
                                   decision=decision)
@@ -87,5 +98,57 @@ def ask_command(
     if len(result.signals) > 1:  # the P(yes) readings averaged in log-odds (see Reasoner: decision)
         readings = "  [dim](" + ", ".join(f"{name} {p:.2f}" for name, p in result.signals.items()) + ")[/dim]"
     tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f}{readings}  confidence={result.confidence:.2f}  "
+             f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
+    Console().print(tree)
+
+
+def _ask_facts(question: str, model: str, k: int, no_retrieval: bool, as_json: bool, steps: bool, head, index_dir,
+               backend: str, err: Console) -> None:
+    """``sqa ask`` with the facts reader: facts (with their sources) and the head's answer; with
+    ``--steps`` the decomposer's steps too (for the reader of the output; the answer does not use them)."""
+    import time
+
+    from sqa.cli.eval import _facts_factory
+    from sqa.reasoner.facts_reasoner import head_for
+    from sqa.types import Question
+
+    h = head_for(model, "plain" if no_retrieval else "facts", head)
+    with err.status(f"loading {model} and the index…", spinner="dots"):
+        reasoner = _facts_factory(model, index_dir, backend, k, not no_retrieval, h, None, None)(None)
+    t = time.perf_counter()
+    with err.status("reading…", spinner="dots"):
+        result = reasoner.answer_batch([Question(qid="", question=question)], decomposition="question")[0]
+        if steps:
+            from sqa.reasoner import prompts as P
+            from sqa.reasoner.prompts import default_selector
+
+            demos = default_selector().select(question, 3)
+            out = reasoner.model.generate([P.prefix(demos) + P.question_turn(question) + "Steps:\n1."], 80,
+                                          P.DECOMPOSE_STOP)[0]
+            from sqa.reasoner.trace import StepTrace
+
+            result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(P.parse_steps("1." + out), start=1)]
+    result.timings["total"] = round(time.perf_counter() - t, 3)
+    result.qid = None
+    if as_json:
+        typer.echo(json.dumps(result.to_ask_json(), ensure_ascii=False, indent=1))
+        return
+    tree = Tree(f"[bold]{escape(result.question)}[/bold]")
+    if result.steps:
+        node = tree.add("[cyan]steps[/cyan] [dim](decomposition, shown only)[/dim]")
+        for s in result.steps:
+            node.add(f"[cyan]{s.index}.[/cyan] {escape(s.question)}")
+    if result.facts:
+        node = tree.add("[cyan]facts[/cyan]")
+        for f in result.facts:
+            src = f"{f['source']} {f['ref']}"
+            node.add(f"{escape(f['text'])}  [dim]({escape(src)})[/dim]")
+    elif not no_retrieval:
+        tree.add("[dim]no facts found[/dim]")
+    verdict = "Yes" if result.answer else "No"
+    color = "green" if result.answer else "red"
+    own = ", ".join(f"{n} {p:.2f}" for n, p in result.signals.items())
+    tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f} [dim](answer head; the model's own P(yes): "
+             f"{own})[/dim]  confidence={result.confidence:.2f}  "
              f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
     Console().print(tree)

@@ -80,6 +80,77 @@ def _reasoner_factory(model: str, index_dir: Path, backend: str, k: int, retriev
     return reasoner_for
 
 
+def _digest(path: Path) -> str:
+    """sha256 (12 hex) of a file's bytes, or of a directory's files (names and bytes, sorted)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for p in files:
+        h.update(str(p.relative_to(path) if path.is_dir() else p.name).encode())
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:12]
+
+
+def _load_head(model: str, retrieval: bool, oracle: Optional[str], head: Optional[Path], split: str,
+               questions=None):
+    """(the answer head for this run, its identity "<kind>:<sha256 of the file, 12 hex>"). Refuses a
+    split the head was trained on (its accuracy there would be in-sample)."""
+    import hashlib
+
+    from sqa.reasoner.facts_reasoner import head_for
+
+    kind = "facts" if (retrieval or oracle) else "plain"
+    h = head_for(model, kind, head)
+    trained_on = h.provenance.get("train_split")
+    if trained_on == "train-2061" and questions is not None:
+        from sqa.strategyqa import load_questions
+
+        seen = {q.qid for q in load_questions("train-2061")}
+        inside = [q.qid for q in questions if q.qid in seen]
+        if inside:
+            raise SqaError(f"{len(inside)} question(s) of the dataset (e.g. {inside[0]}) are train-2061 questions the "
+                           "answer head was trained on; their accuracy would be in-sample: leave them out")
+    if trained_on == "train-2061" and split in ("train", "train-2061", "all"):
+        raise SqaError(f"the answer head was trained on train-2061, so its accuracy on {split} would be in-sample; "
+                       "its cross-validated (out-of-fold) accuracy is in the report of `sqa train-head` "
+                       "(bench/results/head.json for the shipped head); evaluate on dev or test, or use --reader steps")
+    digest = hashlib.sha256(json.dumps({"spec": h.spec.to_dict(), "coef": h.coef.tolist()[:64], "b": h.intercept,
+                                        "model": h.model}, sort_keys=True).encode()).hexdigest()[:12]
+    return h, f"{kind}:{digest}"
+
+
+def _facts_factory(model: str, index_dir: Path, backend: str, k: int, retrieval: bool, head, oracle, features_cache):
+    """``pool -> FactsReasoner`` (built once; the facts reader's demonstrations are fixed, so the
+    few-shot pool does not change it)."""
+    state: dict = {}
+
+    def reasoner_for(pool):
+        if "r" not in state:
+            from sqa.indexing import open_backend
+            from sqa.reasoner.facts_reasoner import FactsReasoner
+            from sqa.reasoner.models import load_model
+            from sqa.retriever.steps import StepRetriever
+            from sqa.train_head import model_sha256
+
+            be = ret = None
+            if retrieval or oracle:
+                if backend == "embedded" and not (index_dir / "meta.json").exists():
+                    raise SqaError(f"{index_dir}: no index here; build one with `sqa index --preset mini --index-dir "
+                                   f"{index_dir}` or pass --index-dir")
+                be = open_backend(index_dir, backend)
+                ret = StepRetriever(be)
+            lm = load_model(model)
+            head.check_model(Path(model).name, model_sha256(lm))
+            state["r"] = FactsReasoner(lm, head, ret, k=k, oracle=oracle, backend=be,
+                                       features_cache=features_cache)
+        return state["r"]
+
+    return reasoner_for
+
+
 def _index_info(index_dir: Path, backend: str) -> dict:
     from sqa.indexing.build import read_manifest
 
@@ -105,8 +176,24 @@ def eval_command(
     limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N questions of the split.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default: ./runs/eval/SPLIT-DECOMPOSITION-MODEL). "
                                                 "The same directory resumes the run.", show_default=False)] = None,
-    decomposition: Annotated[str, typer.Option("--decomposition",
-                                               help="predicted (decomposer) | gold (annotated steps) | question (one step).")] = "predicted",
+    decomposition: Annotated[Optional[str], typer.Option("--decomposition",
+                                               help="predicted (decomposer) | gold (annotated steps) | question (one step). "
+                                                    "Default: question for --reader facts, predicted for --reader steps.",
+                                               show_default=False)] = None,
+    reader: Annotated[str, typer.Option("--reader", help="facts (default: a few selected facts, trained answer head) | "
+                                        "steps (decompose, read evidence per step, verbalised answer).")] = "facts",
+    oracle: Annotated[Optional[str], typer.Option("--oracle", help="Diagnostic upper bound, never a default: facts (the "
+                                                  "question's annotated facts) | paragraphs (its annotated evidence "
+                                                  "paragraphs). Refused on test.", show_default=False)] = None,
+    head: Annotated[Optional[Path], typer.Option("--head", help="Answer head file (default: the one trained for --model "
+                                                 "by `sqa train-head`, else the shipped one).", show_default=False)] = None,
+    dataset: Annotated[Optional[Path], typer.Option("--dataset", help="Evaluate any question file in StrategyQA's format "
+                                                    "(.json list, .jsonl, or a local `datasets` directory) instead of "
+                                                    "--split; Recall@10/SARI only where annotated.",
+                                                    show_default=False)] = None,
+    features_cache: Annotated[Optional[Path], typer.Option("--features-cache", help="A features file from `sqa train-head` "
+                                                           "made with the same model and settings: questions in it are "
+                                                           "not read again.", show_default=False)] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model name, .gguf path or Hugging Face checkpoint "
                                                  "(default: qwen2.5-coder-1.5b).", show_default=False)] = None,
     k: Annotated[int, typer.Option("-k", "--k", help="Paragraphs retrieved per step (top-k).")] = 10,
@@ -125,12 +212,28 @@ def eval_command(
     from sqa.reasoner.models import DEFAULT_MODEL
 
     model = model or DEFAULT_MODEL
+    decomposition = decomposition or ("question" if reader == "facts" else "predicted")
+    dataset_id, dataset_questions = "", None
+    if dataset is not None:
+        from sqa.strategyqa import load_dataset_file
+
+        dataset_questions = load_dataset_file(dataset)
+        split = "custom"
+        dataset_id = f"{dataset.name}:{_digest(dataset)}"
     idx = resolve_index_dir(index_dir).resolve()
+    head_obj = head_id = None
+    if reader == "facts":
+        head_obj, head_id = _load_head(model, retrieval, oracle, head, split, dataset_questions)
     options = EvalOptions(split=split, model=model, decomposition=decomposition, k=k, index_dir=str(idx),
                           backend=backend, folds=folds, limit=limit, batch_size=batch_size, retrieval=retrieval,
-                          decision=decision, signals=tuple(split_signals(signals)))
-    out_dir = out or _default_out(split, decomposition if retrieval else f"{decomposition}-noretrieval", model)
-    questions = select_questions(split, limit)
+                          decision=decision, signals=tuple(split_signals(signals)), reader=reader, oracle=oracle,
+                          head=head_id or "", dataset=dataset_id)
+    tag = decomposition if retrieval else f"{decomposition}-noretrieval"
+    if reader == "facts":
+        tag = f"facts{'-oracle-' + oracle if oracle else ''}{'' if retrieval else '-noretrieval'}"
+    out_dir = out or _default_out(dataset.stem if dataset is not None else split, tag, model)
+    questions = select_questions(split, limit) if dataset_questions is None else dataset_questions[:limit] \
+        if limit else dataset_questions
     info = _index_info(idx, backend)
     check_run_file(Path(out_dir), options, info)  # refuse a mismatched --out before showing progress
     console = Console(stderr=True)
@@ -145,10 +248,11 @@ def eval_command(
                 tasks.append(progress.add_task(split, total=p.total, completed=p.done, acc=acc))
             progress.update(tasks[0], completed=p.done, acc=acc)
 
-        summary = run_eval(options, out_dir, _reasoner_factory(model, idx, backend, k, retrieval,
-                                                                          decision=options.decision,
-                                                                          extra_signals=options.signals), questions=questions,
-                           index_info=info, on_progress=on_progress)
+        factory = (_facts_factory(model, idx, backend, k, retrieval, head_obj, oracle, features_cache)
+                   if reader == "facts" else
+                   _reasoner_factory(model, idx, backend, k, retrieval, decision=options.decision,
+                                     extra_signals=options.signals))
+        summary = run_eval(options, out_dir, factory, questions=questions, index_info=info, on_progress=on_progress)
     if summary.repaired_bytes:
         console.print(f"dropped a cut last line ({summary.repaired_bytes} bytes) of {out_dir}/traces.jsonl")
     out = Console()
@@ -156,7 +260,8 @@ def eval_command(
     if m:
         out.print(metrics_table({"n": m["n"], "Accuracy": m["Accuracy"], "majority (always no)": m["majority_baseline"]["Accuracy"],
                                  "Recall@10": m["Recall@10"], "SARI": m["SARI"], "ECE": m["ECE"],
-                                 "seconds/question": m["seconds_per_question"]}, f"sqa eval {split} ({decomposition})"))
+                                 "seconds/question": m["seconds_per_question"]},
+                                f"sqa eval {split} ({reader}{', ORACLE ' + oracle if oracle else ''}, {decomposition})"))
     state = "interrupted" if summary.interrupted else ("complete" if summary.complete else "incomplete")
     typer.echo(f"{state}: {summary.done}/{summary.total} questions ({summary.new} new) -> {out_dir} "
                f"({', '.join(p.name for p in summary.files)})")

@@ -107,10 +107,14 @@ def score_predictions(predictions: dict[str, dict], questions: Sequence[Question
     out: dict[str, float] = {}
     if "answer" in keys:
         out["Accuracy"] = accuracy((predictions[q.qid]["answer"], q.answer) for q in scored)
-    if "decomposition" in keys:
-        out["SARI"] = mean_sari(scored, {q.qid: predictions[q.qid]["decomposition"] for q in scored})
-    if "paragraphs" in keys:
+    # SARI and Recall@10 only over questions that carry the annotation (every StrategyQA train
+    # question does; a --dataset file may not): none annotated -> the metric is left out
+    with_steps = [q for q in scored if q.decomposition]
+    with_evidence = [q for q in scored if q.evidence]
+    if "decomposition" in keys and with_steps:
+        out["SARI"] = mean_sari(with_steps, {q.qid: predictions[q.qid]["decomposition"] for q in with_steps})
+    if "paragraphs" in keys and with_evidence:
         out[METRIC_FOR_KEY["paragraphs"]] = mean_recall_at_k(
-            scored, {q.qid: predictions[q.qid]["paragraphs"] for q in scored})
+            with_evidence, {q.qid: predictions[q.qid]["paragraphs"] for q in with_evidence})
     out["count"] = len(scored)
     return out

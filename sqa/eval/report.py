@@ -33,15 +33,18 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
     opts = metrics.get("options", {})
     index = metrics.get("index") or {}
     lines = [
-        f"# sqa eval: {metrics['split']} ({metrics['n_predicted']} of {metrics['n_questions']} questions"
+        f"# sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''}: {metrics['split']} "
+        f"({metrics['n_predicted']} of {metrics['n_questions']} questions"
         f"{'' if metrics['complete'] else ', incomplete'})",
         "",
         f"Model `{metrics['model']}`, decomposition `{opts.get('decomposition')}`, top-k {opts.get('k')}, "
         f"index `{index.get('index_dir', opts.get('index_dir'))}` ({index.get('backend', opts.get('backend'))}, "
         f"{_fmt(index.get('paragraph_count'))} paragraphs).",
         "",
-        f"Few-shot examples: {metrics['fewshot']['rule']}.",
+        f"Few-shot examples: {metrics['fewshot']['rule']}." if metrics.get("reader", "steps") == "steps" else
+        f"Reader: facts (fixed demonstrations, facts shown, trained answer head `{_fmt(metrics.get('head'))}`).",
         "",
+        *([f"**{metrics['oracle_note']}**", ""] if metrics.get("oracle") else []),
         "| metric | value |",
         "|---|---|",
         f"| questions scored (n) | {metrics['n']} |",
@@ -142,7 +145,8 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
     mean = metrics.get("Recall@10")
     ax3.set_title("Recall@10 distribution" + (f" (mean {mean:.3f})" if mean is not None else ""))
 
-    fig.suptitle(f"sqa eval {metrics['split']}: {metrics['model']}, n={metrics['n']}, "
+    fig.suptitle(f"sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''} {metrics['split']}: "
+                 f"{metrics['model']}, n={metrics['n']}, "
                  f"accuracy {metrics['Accuracy']:.3f}" if metrics["Accuracy"] is not None else "sqa eval")
     fig.tight_layout()
     tmp = path.with_name(path.stem + ".tmp.png")

@@ -52,6 +52,8 @@ from sqa.strategyqa import SPLITS, load_questions
 from sqa.types import Question, SqaError
 
 DECOMPOSITIONS = ("predicted", "gold", "question")
+READERS = ("facts", "steps")
+ORACLES = ("facts", "paragraphs")
 DEFAULT_FOLDS = 5
 RUN_FILE = "run.json"
 TRACES_FILE = "traces.jsonl"
@@ -97,11 +99,20 @@ class EvalOptions:
     retrieval: bool = True
     decision: str = DEFAULT_DECISION
     signals: tuple[str, ...] = ()
+    reader: str = "steps"  # the CLI's default is "facts"; "steps" is what runs recorded before it had
+    oracle: str | None = None
+    head: str = ""
+    dataset: str = ""  # split "custom": "<file name>:<sha256 of its bytes, 12 hex>" (``sqa eval --dataset``)
 
-    IDENTITY = ("split", "model", "decomposition", "k", "index_dir", "backend", "folds", "retrieval", "decision")
+    IDENTITY = ("split", "model", "decomposition", "k", "index_dir", "backend", "folds", "retrieval", "decision",
+                "reader", "oracle", "head", "dataset")
+    # identity keys added after runs were recorded, with the value those runs had
+    LEGACY = {"reader": "steps", "oracle": None, "head": "", "dataset": ""}
 
     def __post_init__(self):
-        if self.split not in SPLITS:
+        if (self.split == "custom") != bool(self.dataset):
+            raise SqaError("split 'custom' goes with a --dataset file, and a --dataset file with split 'custom'")
+        if self.split not in SPLITS and self.split != "custom":
             raise SqaError(f"unknown split {self.split!r}; use one of {', '.join(SPLITS)}")
         if self.decomposition not in DECOMPOSITIONS:
             raise SqaError(f"unknown decomposition {self.decomposition!r}; use one of {', '.join(DECOMPOSITIONS)}")
@@ -119,6 +130,19 @@ class EvalOptions:
         bad = [x for x in self.signals if x not in SIGNALS]
         if bad:
             raise SqaError(f"unknown signal(s) {', '.join(bad)}; use {', '.join(SIGNALS)}")
+        if self.reader not in READERS:
+            raise SqaError(f"unknown reader {self.reader!r}; use {' or '.join(READERS)}")
+        if self.oracle is not None:
+            if self.oracle not in ORACLES:
+                raise SqaError(f"unknown oracle {self.oracle!r}; use {' or '.join(ORACLES)}")
+            if self.split in ("test", "all"):
+                raise SqaError(f"--oracle {self.oracle} shows annotations the {self.split} split does not have (and "
+                               "must never see); use dev, train or train-2061")
+            if self.reader != "facts":
+                raise SqaError("--oracle goes with --reader facts")
+        if self.reader == "facts" and self.decomposition != "question":
+            raise SqaError(f"--decomposition {self.decomposition}: the facts reader retrieves for the whole question; "
+                           "use --decomposition question, or --reader steps")
         if self.limit is not None and self.limit < 1:
             raise SqaError(f"--limit must be at least 1 (got {self.limit})")
 
@@ -193,6 +217,12 @@ def plan_fewshot(split: str, questions: Sequence[Question],
             pool = fold_pool(train, "train", fold_of(q.qid, folds))
         elif split == "train-2061" and q.qid in t2061_ids:
             pool = fold_pool(t2061, "train-2061", fold_of(q.qid, folds))
+        elif split == "custom":  # a --dataset file: train-2061 minus the file's own questions
+            name = "train-2061 minus the dataset's questions"
+            if name not in pools:
+                mine = {x.qid for x in questions}
+                pools[name] = FewShotPool(name, tuple(x for x in t2061 if x.qid not in mine), "train-2061")
+            pool = pools[name]
         else:
             pool = pools.setdefault("train-2061", FewShotPool("train-2061", tuple(t2061), "train-2061"))
         if q.qid in pool.qids:
@@ -204,7 +234,9 @@ def plan_fewshot(split: str, questions: Sequence[Question],
 
 def fewshot_description(split: str, folds: int = DEFAULT_FOLDS) -> dict:
     """What ``metrics.json`` says about where few-shot examples came from for ``split``."""
-    if split in ("dev", "test"):
+    if split == "custom":
+        rule = "every question of the --dataset file: examples from train-2061 minus the file's own questions"
+    elif split in ("dev", "test"):
         rule = f"every {split} question: examples from train-2061 (2,061 questions, disjoint from {split})"
     elif split == "train-2061":
         rule = (f"cross-fitting over train-2061: fold = sha1(qid)[:8] mod {folds}; a question of fold f "
@@ -359,7 +391,8 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None)
             raise SqaError(f"{path}: not a valid run file; delete the directory or use another --out") from None
         fields = EvalOptions.__dataclass_fields__
         # a key added to the identity after the run was recorded counts as its default value
-        old = {key: old.get(key, fields[key].default if key in fields else None) for key in identity} | old
+        old = {key: old.get(key, EvalOptions.LEGACY.get(key, fields[key].default if key in fields else None))
+               for key in identity} | old
         diff = [f"{key}: {old.get(key)!r} -> {identity.get(key)!r}" for key in identity if old.get(key) != identity.get(key)]
         if diff:
             raise SqaError(f"{out_dir}: holds a run with other options ({'; '.join(diff)}); use another --out "
@@ -687,7 +720,12 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
         "ECE": expected_calibration_error(bins),
         "calibration": bins,
         "accuracy_by_steps": {str(n): {"n": len(v), "Accuracy": sum(v) / len(v)} for n, v in sorted(by_steps.items())},
-        "decision": options.decision,
+        "decision": options.decision if options.reader == "steps" else None,
+        "reader": options.reader,
+        "oracle": options.oracle,
+        "oracle_note": (f"ORACLE run: the reader was shown each question's annotated {options.oracle}; an upper "
+                        "bound for diagnosis, not a system result") if options.oracle else None,
+        "head": options.head or None,
         "signals": signal_accuracy(rows),
         "model": options.model,
         "index": index_info or {},

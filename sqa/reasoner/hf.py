@@ -123,6 +123,27 @@ class HFModel:
                 out.append(a / (a + b) if a + b > 0 and not math.isnan(a + b) else 0.5)
         return out
 
+    def hidden_states(self, prompts: Sequence[str]) -> list[tuple["np.ndarray", float]]:
+        """For each prompt: the final-layer hidden state of its last token (transformers'
+        ``hidden_states[-1]``, after the output norm; shape ``(hidden_size,)``, float32) and the
+        yes/no log-odds ``log P(Yes) - log P(No)`` of the next token. Batched like
+        ``yes_probability``; left padding keeps the last token at position -1."""
+        import numpy as np
+
+        torch = self._torch
+        out: list = []
+        for i in range(0, len(prompts), self.batch_size):
+            enc = self._encode(prompts[i:i + self.batch_size])
+            with torch.inference_mode():
+                res = self.model(**enc, output_hidden_states=True)
+            logits = torch.log_softmax(res.logits[:, -1, :].float(), dim=-1)
+            ly = torch.logsumexp(logits[:, self._yes_ids], dim=-1)
+            ln = torch.logsumexp(logits[:, self._no_ids], dim=-1)
+            hs = res.hidden_states[-1][:, -1, :].float().cpu().numpy()
+            for h, a, b in zip(hs, ly.tolist(), ln.tolist()):
+                out.append((np.asarray(h, dtype=np.float32), float(a - b)))
+        return out
+
 
 def gguf_hf_model(path: str | Path, **kw) -> HFModel:
     """Load a local GGUF file with transformers (``from_pretrained(dir, gguf_file=name)``)."""

@@ -90,6 +90,9 @@ class LlamaCppModel:
         self.n_batch = n_batch
         self._slots: list[list[int]] = [[] for _ in range(n_slots)]
         self._last_slot = 0
+        self._used = [0] * n_slots  # last-use tick of each slot (least recently used is evicted)
+        self._clock = 0
+        self.slot_similarity = 0.5
         self._yes_ids = self._first_token_ids(YES_WORDS)
         self._no_ids = self._first_token_ids(NO_WORDS)
         self.stats = {"prompt_tokens": 0, "cached_tokens": 0, "generated_tokens": 0}
@@ -129,9 +132,16 @@ class LlamaCppModel:
                 n += 1
             if n > best_lcp or (n == best_lcp and s == self._last_slot):
                 best, best_lcp = s, n
-        if best_lcp == 0:  # nothing shared anywhere: evict the least recently used slot
-            best = (self._last_slot + 1) % len(self._slots)
+        cached_best = len(self._slots[best])
+        if best_lcp == 0 or (cached_best and best_lcp < self.slot_similarity * cached_best):
+            # too little shared (llama.cpp server's slot-prompt-similarity rule): keep that slot's
+            # cache for its own prompts and take an empty or the least recently used slot instead
+            best = min(range(len(self._slots)), key=lambda s: (len(self._slots[s]) > 0, self._used[s]))
+            best_lcp = next(i for i, (a, b) in enumerate(zip(self._slots[best] + [None], tokens + [None]))
+                            if a != b) if self._slots[best] else 0
         slot = best
+        self._clock += 1
+        self._used[slot] = self._clock
         lcp = min(best_lcp, len(tokens) - 1)  # always re-read the last token to get its logits
         cached = self._slots[slot]
         if lcp < len(cached):
@@ -211,6 +221,27 @@ class LlamaCppModel:
             out.append(_yes_share(self._last_logits(), self._yes_ids, self._no_ids))
         return out
 
+    def hidden_states(self, prompts: Sequence[str]) -> list[tuple[np.ndarray, float]]:
+        """For each prompt: the final-layer hidden state of its last token (after the output norm,
+        shape ``(n_embd,)``, float32) and the yes/no log-odds of the next token,
+        ``log P(Yes) - log P(No)`` summed over the spellings of ``yes_probability``.
+
+        llama.cpp's logits are not valid in embeddings mode (seen with cyllama 0.2.18), so the
+        log-odds come from re-reading the last token with embeddings off (one token: the rest of
+        the prompt is in the KV cache)."""
+        out = []
+        for p in prompts:
+            tokens = self.tokenize(p)
+            self.ctx.set_embeddings_mode(True)
+            try:
+                self._prepare(tokens)
+                h = np.array(self.ctx.get_embeddings_ith(-1), dtype=np.float32)
+            finally:
+                self.ctx.set_embeddings_mode(False)
+            self._prepare(tokens)  # re-reads the last token only
+            out.append((h, _yes_log_odds(self._last_logits(), self._yes_ids, self._no_ids)))
+        return out
+
     def reset_cache(self) -> None:
         """Drop every cached prefix (e.g. before timing a cold run)."""
         for s, c in enumerate(self._slots):
@@ -268,6 +299,14 @@ def _model_class(L):
             return self.get_vocab().n_vocab
 
     return _Model
+
+
+def _yes_log_odds(logits: np.ndarray, yes_ids: Sequence[int], no_ids: Sequence[int]) -> float:
+    """``log sum_yes exp(l) - log sum_no exp(l)`` of next-token ``logits``."""
+    m = float(np.max(logits))
+    py = float(np.sum(np.exp(logits[list(yes_ids)] - m)))
+    pn = float(np.sum(np.exp(logits[list(no_ids)] - m)))
+    return float(np.log(max(py, 1e-30)) - np.log(max(pn, 1e-30)))
 
 
 def _yes_share(logits: np.ndarray, yes_ids: Sequence[int], no_ids: Sequence[int]) -> float:

@@ -49,7 +49,8 @@ class ReasoningResult:
     fewshot_qids: list[str] = field(default_factory=list)  # the train questions shown as demonstrations
     p_yes_raw: float | None = None  # the model's P(yes) before the reasoner's label-bias correction
     signals: dict[str, float] = field(default_factory=dict)  # raw P(yes) per prompt read (see Reasoner)
-    decision: str = ""  # the signals combined into p_yes ("+"-joined)
+    decision: str = ""  # the signals combined into p_yes ("+"-joined), or "head:<features>" for the answer head
+    facts: list[dict] = field(default_factory=list)  # facts shown to the reader: {text, source, ref, score}
 
     @property
     def confidence(self) -> float:
@@ -74,6 +75,7 @@ class ReasoningResult:
             "answer": self.answer,
             "confidence": self.confidence,
             "paragraphs": list(self.paragraphs),
+            **({"facts": [dict(f) for f in self.facts]} if self.facts else {}),
         }
 
     def to_dict(self) -> dict:

@@ -1,0 +1,58 @@
+"""Extract answer-head features (facts reader, ``sqa.features``) for a list of questions, resumable.
+
+    python bench/head_extract.py --index-dir INDEX_DIR --out runs/head \
+        --plan train-2061:0:600 dev train-2061:600:1000
+
+Each plan item ``SPLIT[:START:END]`` appends to ``OUT/SPLIT.jsonl``; the 6 fixed demonstration
+questions are skipped. Run it again after an interruption: finished questions are kept.
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from sqa.features import FactSelector, extract, read_done
+from sqa.indexing import open_backend
+from sqa.reasoner.factreader import demo_qids
+from sqa.reasoner.models import load_model
+from sqa.retriever.steps import StepRetriever
+from sqa.strategyqa import load_questions
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--index-dir", required=True)
+    ap.add_argument("--out", default="runs/head")
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--plan", nargs="+", default=["train-2061:0:600", "dev", "train-2061:600:1000"])
+    a = ap.parse_args()
+    be = open_backend(a.index_dir, "embedded")
+    sel = FactSelector(StepRetriever(be))
+    model = load_model(a.model)
+    demos = demo_qids()
+    for item in a.plan:
+        split, *rng = item.split(":")
+        qs = [q for q in load_questions(split) if q.qid not in demos]
+        if rng:
+            qs = qs[int(rng[0]):int(rng[1])]
+        path = Path(a.out) / f"{split}.jsonl"
+        todo = len([q for q in qs if q.qid not in read_done(path)])
+        cols = (TextColumn(f"{item}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                TimeElapsedColumn(), TimeRemainingColumn())
+        with Progress(*cols) as prog:
+            task = prog.add_task(item, total=todo, rate="")
+            t0 = time.perf_counter()
+            n = [0]
+
+            def tick(qf, n=n, t0=t0, task=task):
+                n[0] += 1
+                prog.update(task, advance=1, rate=f"{(time.perf_counter() - t0) / n[0]:.1f} s/q")
+
+            extract(model, sel, qs, path, on_question=tick)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

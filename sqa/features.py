@@ -1,0 +1,123 @@
+"""Feature extraction for the trained answer head: for each question, select facts (Wikipedia
+sentences + train-2061 annotated facts), run the facts reader and append one JSON line to a
+features file. Resumable: questions already in the file are skipped, a torn last line is dropped.
+
+Used by ``sqa train-head`` (train-2061, out-of-fold) and by ``sqa eval`` with the facts reader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from sqa.reasoner.facts import AnnotatedFacts, Fact, WikipediaFacts, default_annotated_facts
+from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures, interleave, read_question
+from sqa.types import Question, SqaError
+
+
+@dataclass(frozen=True)
+class FactSettings:
+    """How many facts of each source the reader is shown (read out after each), and how many
+    paragraphs the Wikipedia sentences come from. Order shown: train fact 1, Wikipedia 1, train 2,
+    Wikipedia 2, ... (``interleave``)."""
+
+    wiki: int = 3
+    train: int = 2
+    k: int = 10
+    max_words: int = 40
+
+    def to_dict(self) -> dict:
+        return {"wiki": self.wiki, "train": self.train, "k": self.k, "max_words": self.max_words,
+                "order": "train/wikipedia interleaved", "prompt": PROMPT_VERSION}
+
+
+class FactSelector:
+    """Selects the facts of one question from the two sources. ``retriever`` None = no Wikipedia
+    facts (the no-retrieval setting: then no train facts either). ``oracle`` "facts" shows the
+    question's own annotated facts instead (a diagnostic upper bound, never a default)."""
+
+    def __init__(self, retriever=None, settings: FactSettings = FactSettings(),
+                 annotated: AnnotatedFacts | None = None, oracle: str | None = None):
+        self.settings = settings
+        self.retrieval = retriever is not None
+        self.wiki = WikipediaFacts(retriever, settings.k, settings.max_words) if retriever is not None else None
+        self._annotated = annotated
+        self.oracle = oracle
+
+    @property
+    def annotated(self) -> AnnotatedFacts:
+        if self._annotated is None:
+            self._annotated = default_annotated_facts()
+        return self._annotated
+
+    def select(self, q: Question) -> tuple[list[Fact], list]:
+        """(facts in reading order, the question's top-k hits)."""
+        s = self.settings
+        if self.oracle == "facts":
+            if not q.facts:
+                raise SqaError(f"question {q.qid}: no annotated facts for --oracle facts (test split?)")
+            hits = self.wiki.retriever.retrieve(q.question, [], s.k) if self.wiki else []
+            return [Fact(f, "oracle-facts", q.qid, 0.0) for f in q.facts], hits
+        if self.wiki is None:
+            return [], []
+        wiki, hits = self.wiki.select(q.question, s.wiki)
+        train = self.annotated.select(q.question, s.train, exclude_qids=[q.qid])
+        return interleave(train, wiki), hits
+
+
+def read_done(path: Path) -> dict[str, dict]:
+    """qid -> record of a features file; a torn last line (killed mid-write) is cut off."""
+    done: dict[str, dict] = {}
+    if not path.exists():
+        return done
+    data = path.read_bytes()
+    good = 0
+    for line in data.splitlines(keepends=True):
+        if not line.endswith(b"\n"):
+            break
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            break
+        done[rec["qid"]] = rec
+        good += len(line)
+    if good != len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good)
+    return done
+
+
+def extract(model, selector: FactSelector, questions: Sequence[Question], path: str | Path,
+            on_question: Callable[[QuestionFeatures], None] | None = None) -> dict[str, dict]:
+    """Extract the features of every question not yet in ``path`` (JSON lines, appended and
+    fsync'd one question at a time). Returns qid -> record for all of ``questions``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = read_done(path)
+    with open(path, "a", encoding="utf-8") as f:
+        for q in questions:
+            if q.qid in done:
+                continue
+            t = time.perf_counter()
+            facts, hits = selector.select(q)
+            t_sel = time.perf_counter() - t
+            qf = read_question(model, q, facts, paragraphs=[h.evidence_id for h in hits],
+                               paragraph_scores=[float(h.score) for h in hits])
+            qf.seconds["select"] = t_sel
+            rec = qf.to_dict()
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+            done[q.qid] = rec
+            if on_question:
+                on_question(qf)
+    return {q.qid: done[q.qid] for q in questions if q.qid in done}
+
+
+def iter_records(path: str | Path) -> Iterable[QuestionFeatures]:
+    for rec in read_done(Path(path)).values():
+        yield QuestionFeatures.from_dict(rec)

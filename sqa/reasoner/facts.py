@@ -1,0 +1,160 @@
+"""Evidence as facts: a few short sentences the reader can read, instead of whole paragraphs.
+
+Two knowledge sources, each ranked by Okapi BM25 (``bm25s``; Robertson & Zaragoza 2009):
+
+- ``WikipediaFacts``: the sentences of the top-k paragraphs our retriever returns for a query,
+  each prefixed by its paragraph's title ("Aristotle: He died in 322 BC."), ranked by BM25 of the
+  query against those candidate sentences.
+- ``AnnotatedFacts``: the facts StrategyQA's annotators wrote for the train-2061 questions (5,526
+  sentences), never their answers and never the facts of the question being answered (same qid or
+  same text); a dev or test question therefore sees train facts only.
+
+StrategyQA's annotated facts are one sentence each, about 11 words; the reader's demonstrations
+show such facts (``sqa.reasoner.factreader``), so selected sentences are cut to ``max_words``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+from sqa.types import Hit, Question
+
+_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact shown to the reader: ``text`` (one sentence), its ``source`` ("wikipedia" or
+    "train-facts"), ``ref`` (the evidence ID of its paragraph, or the qid of the train question it
+    annotates) and its BM25 ``score`` (engine units, comparable within one source and query only)."""
+
+    text: str
+    source: str
+    ref: str
+    score: float
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "source": self.source, "ref": self.ref, "score": round(self.score, 4)}
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a paragraph: split after '.', '!' or '?' followed by whitespace and an upper-case
+    letter, digit, quote or parenthesis. Empty pieces dropped."""
+    return [s.strip() for s in _SENT.split(text.strip()) if s.strip()]
+
+
+def clip_words(text: str, max_words: int) -> str:
+    """``text`` cut to ``max_words`` words, "..." marking a cut."""
+    w = text.split()
+    return text.strip() if len(w) <= max_words else " ".join(w[:max_words]) + " ..."
+
+
+class _BM25:
+    """A small bm25s index over ``texts`` (English stemming and stop words)."""
+
+    def __init__(self, texts: Sequence[str]):
+        import bm25s
+        import Stemmer
+
+        self._stemmer = Stemmer.Stemmer("english")
+        self.n = len(texts)
+        self._bm25 = bm25s.BM25()
+        self._bm25.index(bm25s.tokenize(list(texts), stopwords="en", stemmer=self._stemmer, show_progress=False),
+                         show_progress=False)
+
+    def rank(self, query: str, k: int) -> list[tuple[int, float]]:
+        """Up to ``k`` (index, score) pairs with score > 0, best first."""
+        import bm25s
+
+        if self.n == 0:
+            return []
+        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self._stemmer, show_progress=False)
+        if not tokens.vocab:
+            return []
+        idx, scores = self._bm25.retrieve(tokens, k=min(k, self.n), show_progress=False)
+        return [(int(i), float(s)) for i, s in zip(idx[0], scores[0]) if s > 0]
+
+
+def rank_sentences(query: str, hits: Sequence[Hit], n: int, max_words: int = 40) -> list[Fact]:
+    """The ``n`` sentences of ``hits``' paragraphs with the highest BM25 score for ``query`` (the
+    candidate sentences form the BM25 collection), as "Title: sentence" facts; duplicates dropped."""
+    cands: list[tuple[str, str]] = []
+    seen = set()
+    for h in hits:
+        for s in split_sentences(h.paragraph.text):
+            text = f"{h.paragraph.title.strip()}: {clip_words(s, max_words)}"
+            key = text.lower()
+            if key not in seen and len(s.split()) >= 4:
+                seen.add(key)
+                cands.append((text, h.evidence_id))
+    if not cands or n <= 0:
+        return []
+    ranked = _BM25([c[0] for c in cands]).rank(query, n)
+    return [Fact(cands[i][0], "wikipedia", cands[i][1], s) for i, s in ranked]
+
+
+class WikipediaFacts:
+    """Facts from the paragraph index: ``select(question, n)`` retrieves the top ``k`` paragraphs
+    for ``question`` with ``retriever`` (a ``sqa.retriever`` Retriever) and returns
+    ``(facts, hits)``: the ``n`` best sentences (``rank_sentences``) and the paragraphs' hits (the
+    leaderboard's evidence)."""
+
+    def __init__(self, retriever, k: int = 10, max_words: int = 40):
+        self.retriever = retriever
+        self.k = k
+        self.max_words = max_words
+
+    def select(self, question: str, n: int, steps: Sequence = ()) -> tuple[list[Fact], list[Hit]]:
+        hits = self.retriever.retrieve(question, list(steps), self.k)
+        return rank_sentences(question, hits, n, self.max_words), hits
+
+
+class AnnotatedFacts:
+    """StrategyQA's annotated facts of ``questions`` (default train-2061) as a BM25 collection.
+
+    ``select(question, n, exclude_qids)`` -> the ``n`` best facts for ``question``, leaving out the
+    facts of every question in ``exclude_qids`` and of any question with the same text (so a
+    question never sees its own facts). Labels are never used.
+    """
+
+    def __init__(self, questions: Sequence[Question] | None = None):
+        if questions is None:
+            from sqa.strategyqa import load_questions
+
+            questions = load_questions("train-2061")
+        self.facts: list[tuple[str, str, str]] = []  # (fact, qid, normalised question text)
+        for q in questions:
+            for f in q.facts:
+                if f and f.strip():
+                    self.facts.append((f.strip(), q.qid, _norm(q.question)))
+        self._index = _BM25([f for f, _, _ in self.facts])
+
+    def select(self, question: str, n: int, exclude_qids: Sequence[str] = ()) -> list[Fact]:
+        if n <= 0:
+            return []
+        excl = set(exclude_qids)
+        norm = _norm(question)
+        out: list[Fact] = []
+        seen = set()
+        for i, s in self._index.rank(question, 4 * n + 20):
+            text, qid, qn = self.facts[i]
+            if qid in excl or qn == norm or text.lower() in seen:
+                continue
+            seen.add(text.lower())
+            out.append(Fact(text, "train-facts", qid, s))
+            if len(out) == n:
+                break
+        return out
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+@lru_cache(maxsize=1)
+def default_annotated_facts() -> AnnotatedFacts:
+    """The process-wide ``AnnotatedFacts`` over train-2061 (built once, about a second)."""
+    return AnnotatedFacts()

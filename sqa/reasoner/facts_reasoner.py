@@ -1,0 +1,162 @@
+"""The facts reasoner (default ``--reader facts``): select a few facts for the question, read them
+with the facts reader, and answer with the trained answer head.
+
+    question ─► retriever top-k paragraphs ─► BM25 best sentences ┐
+             └► train-2061 annotated facts (never the question's own) ┴► facts reader ─► answer head ─► P(yes)
+
+Each read-out (plain prompt, after each fact line) gives the model's last-token hidden state and
+its yes/no log-odds (``sqa.reasoner.factreader``); the head (``sqa.reasoner.head``) maps the
+features it was trained on to P(yes). Without retrieval the same reader reads the plain prompt only
+and the no-retrieval head answers. The model's own verbalised readings are kept in
+``ReasoningResult.signals`` ("plain", "facts") for comparison.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from sqa.features import FactSelector, FactSettings, read_done
+from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures, read_question
+from sqa.reasoner.head import AnswerHead, feature_vector, scalar_features
+from sqa.reasoner.trace import ReasoningResult
+from sqa.types import LanguageModel, Question, SqaError
+
+ORACLES = ("facts", "paragraphs")
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(min(z, 60.0), -60.0)))
+
+
+class FactsReasoner:
+    """Answers questions with the facts reader and a trained ``AnswerHead``.
+
+    - ``retriever``: a ``sqa.retriever`` Retriever (None: no retrieval; the head must then read
+      the plain prompt only).
+    - ``oracle``: "facts" (the question's annotated facts are shown) or "paragraphs" (the best
+      sentences of its annotated evidence paragraphs): diagnostics, never defaults; they need
+      labelled questions.
+    - ``features_cache``: a features file written by ``sqa train-head`` / ``sqa.features.extract``
+      with the same model, prompt and fact settings; questions found there are not read again.
+    Raises SqaError when the head needs facts but retrieval is off, or for an unknown oracle.
+    """
+
+    prefers_batches = False
+
+    def __init__(self, model: LanguageModel, head: AnswerHead, retriever=None, *, k: int = 10,
+                 settings: FactSettings | None = None, oracle: str | None = None, backend=None,
+                 features_cache: str | Path | None = None):
+        if oracle is not None and oracle not in ORACLES:
+            raise SqaError(f"unknown oracle {oracle!r}; use {' or '.join(ORACLES)}")
+        if head.spec.uses_facts and retriever is None and oracle is None:
+            raise SqaError("this answer head reads facts, so it needs retrieval; use the no-retrieval head "
+                           "(--no-retrieval picks it) or pass --head")
+        self.model = model
+        self.head = head
+        self.retriever = retriever
+        self.k = k
+        self.settings = settings or FactSettings(k=k, **{key: head.provenance.get("facts", {}).get(key, default)
+                                                         for key, default in (("wiki", 3), ("train", 2), ("max_words", 40))})
+        self.oracle = oracle
+        self.backend = backend
+        self.selector = FactSelector(retriever if head.spec.uses_facts or oracle else None, self.settings,
+                                     oracle="facts" if oracle == "facts" else None)
+        self._cache = read_done(Path(features_cache)) if features_cache else {}
+
+    def _select(self, q: Question):
+        if self.oracle == "paragraphs":
+            return self._paragraph_oracle(q)
+        return self.selector.select(q)
+
+    def _paragraph_oracle(self, q: Question):
+        from sqa.reasoner.facts import interleave, rank_sentences
+        from sqa.types import Hit
+
+        ids = list(dict.fromkeys(i for ann in q.evidence for step in ann for x in step if isinstance(x, list)
+                                 for i in x))
+        if not q.evidence:
+            raise SqaError(f"question {q.qid}: no annotated evidence for --oracle paragraphs (test split?)")
+        if self.backend is None:
+            raise SqaError("--oracle paragraphs needs the index (to read the annotated paragraphs)")
+        paras = self.backend.get(ids)
+        hits = [Hit(paragraph=p, score=0.0, rank=i) for i, p in enumerate(paras, start=1)]
+        n = self.settings.wiki + self.settings.train
+        facts = rank_sentences(q.question, hits, n, self.settings.max_words)
+        return [type(f)(f.text, "oracle-paragraphs", f.ref, f.score) for f in facts], \
+            (self.retriever.retrieve(q.question, [], self.k) if self.retriever is not None else [])
+
+    def features(self, q: Question) -> QuestionFeatures:
+        """The reader's features for one question (from the cache when there)."""
+        rec = self._cache.get(q.qid) if q.qid and self.oracle is None and self.head.spec.uses_facts else None
+        if rec is not None and rec.get("question") == q.question:
+            qf = QuestionFeatures.from_dict(rec)
+            qf.seconds = {"cached": 1.0, **qf.seconds}
+            return qf
+        t = time.perf_counter()
+        facts, hits = self._select(q) if (self.head.spec.uses_facts or self.oracle) else ([], [])
+        if self.retriever is not None and not hits and not self.head.spec.uses_facts:
+            hits = self.retriever.retrieve(q.question, [], self.k)
+        t_sel = time.perf_counter() - t
+        qf = read_question(self.model, q, facts, paragraphs=[h.evidence_id for h in hits],
+                           paragraph_scores=[float(h.score) for h in hits])
+        qf.seconds["select"] = t_sel
+        return qf
+
+    def answer_features(self, q: Question, qf: QuestionFeatures) -> ReasoningResult:
+        x = feature_vector(self.head.spec, qf.states, qf.log_odds, scalar_features(qf))
+        p = float(self.head.p_yes(x))
+        last = f"f{len(qf.facts)}" if qf.facts else None
+        signals = {"plain": _sigmoid(qf.log_odds["plain"])} if "plain" in qf.log_odds else {}
+        if last and last in qf.log_odds:
+            signals["facts"] = _sigmoid(qf.log_odds[last])
+        timings = {"retrieve": round(qf.seconds.get("select", 0.0), 4), "read": round(qf.seconds.get("read", 0.0), 4)}
+        timings["total"] = round(timings["retrieve"] + timings["read"], 4)
+        if "cached" in qf.seconds:
+            timings["cached"] = 1.0
+        return ReasoningResult(
+            question=q.question, steps=[], answer=p >= 0.5, p_yes=p, paragraphs=list(qf.paragraphs[: self.k]),
+            qid=q.qid or None, timings=timings, model=getattr(self.model, "name", ""),
+            p_yes_raw=signals.get("facts", signals.get("plain")), signals={k: round(v, 6) for k, v in signals.items()},
+            decision=f"head:{self.head.spec.name}", facts=[f.to_dict() for f in qf.facts])
+
+    def answer_batch(self, questions: Sequence[Question], decomposition: str = "question",
+                     on_result: Callable[[ReasoningResult], None] | None = None) -> list[ReasoningResult]:
+        """Answer ``questions`` one after another (the prefix cache stays warm). ``decomposition``
+        must be "question": this reader retrieves for the question as a whole."""
+        if decomposition != "question":
+            raise SqaError(f"--decomposition {decomposition}: the facts reader retrieves for the whole question; "
+                           "use --decomposition question, or --reader steps for decomposition-based reading")
+        out = []
+        for q in questions:
+            if not q.question or not q.question.strip():
+                raise SqaError(f"question {q.qid!r} is empty; fix its text in the input file")
+            r = self.answer_features(q, self.features(q))
+            out.append(r)
+            if on_result:
+                on_result(r)
+        return out
+
+    def answer(self, question: str, qid: str | None = None) -> ReasoningResult:
+        return self.answer_batch([Question(qid=qid or "", question=question)])[0]
+
+
+def head_for(model_name: str, kind: str, path: str | Path | None = None) -> AnswerHead:
+    """The answer head to use: ``path`` if given, else ``$SQA_HOME/heads/<model>.<kind>.json``
+    (written by ``sqa train-head``), else the one shipped in the package. Raises SqaError if none."""
+    from sqa.paths import sqa_home
+    from sqa.reasoner.head import shipped_head_path
+
+    if path:
+        return AnswerHead.load(path)
+    safe = Path(model_name).name
+    for cand in (sqa_home() / "heads" / f"{safe}.{kind}.json", shipped_head_path(safe, kind)):
+        if cand.exists():
+            return AnswerHead.load(cand)
+    raise SqaError(f"no trained answer head ({kind}) for model {model_name}; train one with "
+                   f"`sqa train-head --model {model_name}` (or use --reader steps)")
+
+
+__all__ = ["FactsReasoner", "ORACLES", "PROMPT_VERSION", "head_for"]

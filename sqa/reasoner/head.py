@@ -1,0 +1,240 @@
+"""The trained answer head: P(yes) from the reader model's own features instead of its verbalised
+"Yes"/"No".
+
+A regularised logistic regression (scikit-learn; standardised features, L2, the regularisation
+chosen by grouped cross-validation) over, per question:
+
+- the final-layer hidden state of the last token under the plain prompt (no evidence) and/or under
+  the facts prompt after ``n_facts`` fact lines (``sqa.reasoner.factreader``),
+- the yes/no log-odds of the next token at the same read-outs,
+- retrieval scores (BM25 of the top paragraph and of the best Wikipedia / train fact).
+
+Probing a language model's hidden states with a linear classifier recovers truth/answer
+information its verbalised output misses (Burns et al., ICLR 2023; Azaria & Mitchell, Findings of
+EMNLP 2023); the yes-bias of the 1.5B model (it says "yes" ~70 % of the time on StrategyQA, gold
+47 %) is corrected by the intercept.
+
+The shipped head is one JSON file per model (``sqa/_data/heads/<model>.json``): the coefficients
+with the standardisation folded in, the feature spec, and provenance (model file sha256, prompt
+version, fact settings, train size, cross-validated accuracy with its interval). At run time only
+numpy is needed; training needs scikit-learn.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from sqa.types import SqaError
+
+HEADS_DIR = Path(__file__).resolve().parent.parent / "_data" / "heads"
+SCALARS = ("top_paragraph_score", "top_wiki_fact_score", "top_train_fact_score")
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """Which features a head reads. ``states``/``log_odds``: read-out names ("plain", "f1".."fN");
+    ``scalars``: retrieval scores from ``SCALARS``."""
+
+    states: tuple[str, ...]
+    log_odds: tuple[str, ...]
+    scalars: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return "+".join(self.states) + (f" lo:{'+'.join(self.log_odds)}" if self.log_odds else "") + \
+            (" +retrieval" if self.scalars else "")
+
+    def to_dict(self) -> dict:
+        return {"states": list(self.states), "log_odds": list(self.log_odds), "scalars": list(self.scalars)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FeatureSpec":
+        return cls(tuple(d["states"]), tuple(d["log_odds"]), tuple(d.get("scalars", ())))
+
+    @property
+    def uses_facts(self) -> bool:
+        return any(s != "plain" for s in self.states + self.log_odds) or bool(self.scalars)
+
+
+def scalar_features(rec) -> dict[str, float]:
+    """Retrieval scores of one features record (``QuestionFeatures`` or its dict); 0 when absent."""
+    get = (lambda k, d=None: rec.get(k, d)) if isinstance(rec, dict) else (lambda k, d=None: getattr(rec, k, d))
+    ps = get("paragraph_scores") or []
+    facts = get("facts") or []
+
+    def fs(src):
+        vals = [(f["score"] if isinstance(f, dict) else f.score) for f in facts
+                if (f["source"] if isinstance(f, dict) else f.source) == src]
+        return float(max(vals)) if vals else 0.0
+
+    return {"top_paragraph_score": float(ps[0]) if ps else 0.0, "top_wiki_fact_score": fs("wikipedia"),
+            "top_train_fact_score": fs("train-facts")}
+
+
+def feature_vector(spec: FeatureSpec, states: dict, log_odds: dict, scalars: dict) -> np.ndarray:
+    """The feature vector of one question, shape (sum of state sizes + len(log_odds) + len(scalars),).
+    A read-out missing (fewer facts were found than ``fN``) falls back to the last one present, then
+    to "plain". Raises SqaError if none is there."""
+    def pick(d: dict, name: str):
+        if name in d:
+            return d[name]
+        if name.startswith("f"):
+            n = int(name[1:])
+            for i in range(n - 1, 0, -1):
+                if f"f{i}" in d:
+                    return d[f"f{i}"]
+        if "plain" in d:
+            return d["plain"]
+        raise SqaError(f"features lack read-out {name!r}; re-extract them")
+
+    parts = [np.asarray(pick(states, s), dtype=np.float32) for s in spec.states]
+    parts.append(np.asarray([float(pick(log_odds, s)) for s in spec.log_odds], dtype=np.float32))
+    parts.append(np.asarray([float(scalars.get(s, 0.0)) for s in spec.scalars], dtype=np.float32))
+    return np.concatenate(parts)
+
+
+@dataclass
+class AnswerHead:
+    """A fitted head: P(yes) = sigmoid(x . coef + intercept) for the feature vector x of ``spec``
+    (standardisation folded into ``coef``/``intercept``). ``provenance`` says what it was trained
+    on; ``model_sha256`` is the reader model file it belongs to (None for a non-GGUF model)."""
+
+    spec: FeatureSpec
+    coef: np.ndarray
+    intercept: float
+    model: str
+    model_sha256: str | None
+    provenance: dict = field(default_factory=dict)
+
+    def p_yes(self, x: np.ndarray) -> float:
+        """P(yes) for one feature vector (shape (d,)) or an array for a matrix (n, d)."""
+        z = np.asarray(x, dtype=np.float64) @ self.coef.astype(np.float64) + self.intercept
+        return 1.0 / (1.0 + np.exp(-z)) if np.ndim(z) else float(1.0 / (1.0 + math.exp(-float(z))))
+
+    def check_model(self, model_name: str, model_sha256: str | None) -> None:
+        """Raise SqaError unless this head was trained for this reader model (same sha256 of the
+        model file when both are known, else the same model name)."""
+        if self.model_sha256 and model_sha256:
+            if self.model_sha256 != model_sha256:
+                raise SqaError(f"the answer head for {self.model} (sha256 {self.model_sha256[:12]}…) cannot read model "
+                               f"{model_name} (sha256 {model_sha256[:12]}…); train one with `sqa train-head --model "
+                               f"{model_name}` and pass it with --head")
+        elif self.model != model_name:
+            raise SqaError(f"the answer head was trained for model {self.model}, not {model_name}; train one with "
+                           f"`sqa train-head --model {model_name}` and pass it with --head")
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        obj = {"format": "sqa-answer-head/1", "model": self.model, "model_sha256": self.model_sha256,
+               "spec": self.spec.to_dict(), "intercept": self.intercept,
+               "coef": [float(f"{c:.6g}") for c in self.coef.tolist()], "provenance": self.provenance}
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "AnswerHead":
+        path = Path(path)
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+            if obj.get("format") != "sqa-answer-head/1":
+                raise ValueError("not an sqa answer head (format)")
+            return cls(FeatureSpec.from_dict(obj["spec"]), np.asarray(obj["coef"], dtype=np.float32),
+                       float(obj["intercept"]), obj["model"], obj.get("model_sha256"), obj.get("provenance", {}))
+        except FileNotFoundError:
+            raise SqaError(f"{path}: answer head file not found; train one with `sqa train-head`") from None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SqaError(f"{path}: not a readable answer head ({e}); re-create it with `sqa train-head`") from None
+
+
+def shipped_head_path(model_name: str, kind: str = "facts") -> Path:
+    """Where the package keeps the head of a built-in model: ``_data/heads/<model>.<kind>.json``
+    (kind "facts" for the retrieval pipeline, "plain" for the no-retrieval reader)."""
+    return HEADS_DIR / f"{model_name}.{kind}.json"
+
+
+# -- training (scikit-learn) -----------------------------------------------------------------
+
+C_GRID = tuple(float(c) for c in np.logspace(-4, 0, 9))
+
+
+def _pipeline(C: float):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000))
+
+
+def choose_c(X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int = 5, grid: Sequence[float] = C_GRID) -> float:
+    """The inverse regularisation strength with the best mean log-loss over ``folds`` group folds
+    (scikit-learn ``LogisticRegressionCV`` along ``grid`` with warm starts, folds from ``GroupKFold``:
+    questions on the same StrategyQA term never straddle folds). Features are standardised on all
+    rows first (unsupervised)."""
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.model_selection import GroupKFold
+    from sklearn.preprocessing import StandardScaler
+
+    Xs = StandardScaler().fit_transform(X)
+    splits = list(GroupKFold(n_splits=folds).split(Xs, y, groups))
+    import warnings
+
+    with warnings.catch_warnings():  # scikit-learn 1.8+ announces a default change that does not apply to L2
+        warnings.simplefilter("ignore", FutureWarning)
+        cv = LogisticRegressionCV(Cs=list(grid), cv=splits, scoring="neg_log_loss", max_iter=2000).fit(Xs, y)
+    return float(cv.C_[0])
+
+
+def out_of_fold(X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int = 5,
+                fixed_c: float | None = None) -> tuple[np.ndarray, list[float]]:
+    """Cross-fitted P(yes) for every row: the head of outer fold f is trained on the other folds
+    (its regularisation chosen by an inner grouped CV there, unless ``fixed_c``) and predicts fold f.
+    Returns (p_yes of shape (n,), the C chosen per fold)."""
+    from sklearn.model_selection import GroupKFold
+
+    p = np.zeros(len(y), dtype=np.float64)
+    cs = []
+    for tr, te in GroupKFold(n_splits=folds).split(X, y, groups):
+        C = fixed_c if fixed_c is not None else choose_c(X[tr], y[tr], groups[tr], folds)
+        cs.append(C)
+        p[te] = _pipeline(C).fit(X[tr], y[tr]).predict_proba(X[te])[:, 1]
+    return p, cs
+
+
+def fit_head(X: np.ndarray, y: np.ndarray, groups: np.ndarray, spec: FeatureSpec, model: str,
+             model_sha256: str | None, provenance: dict, folds: int = 5) -> AnswerHead:
+    """Fit on all rows (C by grouped CV) and fold the standardisation into the coefficients."""
+    C = choose_c(X, y, groups, folds)
+    pipe = _pipeline(C).fit(X, y)
+    scaler, lr = pipe[0], pipe[1]
+    scale = np.where(scaler.scale_ == 0, 1.0, scaler.scale_)
+    coef = lr.coef_[0] / scale
+    intercept = float(lr.intercept_[0] - np.sum(lr.coef_[0] * scaler.mean_ / scale))
+    return AnswerHead(spec, coef.astype(np.float32), intercept, model, model_sha256, {**provenance, "C": C})
+
+
+def accuracy_interval(correct: Sequence[bool], z: float = 1.96) -> tuple[float, float, float]:
+    """(accuracy, low, high): the normal-approximation 95 % interval of a proportion."""
+    n = len(correct)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    a = float(np.mean(correct))
+    h = z * math.sqrt(a * (1 - a) / n)
+    return a, max(0.0, a - h), min(1.0, a + h)
+
+
+def paired_difference(a: Sequence[bool], b: Sequence[bool], z: float = 1.96) -> tuple[float, float, float]:
+    """Accuracy of ``a`` minus that of ``b`` on the same questions, with the 95 % interval of the
+    paired difference (normal approximation of the mean of per-question differences)."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    m = float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else float("nan")
+    return m, m - z * se, m + z * se

@@ -1,0 +1,226 @@
+"""Facts selection, the facts reader's prompts and features, the trained answer head, and the
+``--reader facts`` paths of ``sqa eval`` / ``sqa ask``, on the shipped StrategyQA data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sqa.features import FactSelector, FactSettings, extract, read_done
+from sqa.reasoner.facts import AnnotatedFacts, Fact, rank_sentences, split_sentences
+from sqa.reasoner.factreader import (QuestionFeatures, decode_state, demo_qids, encode_state, facts_head,
+                                     facts_prompts, fixed_demos, interleave, plain_prompt)
+from sqa.reasoner.head import AnswerHead, FeatureSpec, accuracy_interval, feature_vector, paired_difference
+from sqa.strategyqa import load_questions
+from sqa.types import SqaError
+
+
+@pytest.fixture(scope="module")
+def train():
+    return load_questions("train-2061")
+
+
+def test_annotated_facts_never_show_the_question_its_own_facts(train):
+    facts = AnnotatedFacts(train)
+    q = next(q for q in train if len(q.facts) >= 2)
+    # the question's own wording finds its own facts first when they are not excluded ...
+    assert any(f.ref == q.qid for f in facts.select(q.question, 3, exclude_qids=()) ) is False  # same text excluded
+    other = AnnotatedFacts([x for x in train if x.qid != q.qid] + [type(q)(qid="copy", question=q.question + " really",
+                                                                              facts=q.facts)])
+    got = other.select(q.question, 5)
+    assert any(f.ref == "copy" for f in got)  # ... a differently worded copy is found
+    assert all(f.ref != "copy" for f in other.select(q.question, 5, exclude_qids=["copy"]))
+    assert all(f.source == "train-facts" and f.text for f in got)
+
+
+def test_dev_questions_see_only_train_facts(train):
+    dev = load_questions("dev")
+    facts = AnnotatedFacts(train)
+    dev_facts = {f for q in dev for f in q.facts} - {f for q in train for f in q.facts}
+    for q in dev[:25]:
+        for f in facts.select(q.question, 3):
+            assert f.text not in dev_facts
+
+
+def test_rank_sentences_picks_the_matching_sentence(gold_index):
+    hits = gold_index.search("Aristotle death", 5)
+    got = rank_sentences("When did Aristotle die?", hits, 2)
+    assert got and all(f.source == "wikipedia" and ":" in f.text for f in got)
+    assert any("Aristotle" in f.text for f in got)
+    assert all(f.ref in {h.evidence_id for h in hits} for f in got)
+    assert split_sentences("One sentence here. Two: 3.5 m. And a third!") == ["One sentence here.", "Two: 3.5 m.", "And a third!"]
+
+
+def test_fact_selector_interleaves_sources_and_oracle_shows_gold_facts(gold_index, train):
+    from sqa.retriever.steps import StepRetriever
+
+    q = load_questions("dev")[2]
+    sel = FactSelector(StepRetriever(gold_index), FactSettings(wiki=2, train=2), AnnotatedFacts(train))
+    facts, hits = sel.select(q)
+    assert [f.source for f in facts][:2] == ["train-facts", "wikipedia"] and len(hits) == 10
+    oracle = FactSelector(StepRetriever(gold_index), oracle="facts")
+    facts, _ = oracle.select(q)
+    assert [f.text for f in facts] == list(q.facts) and all(f.source == "oracle-facts" for f in facts)
+    assert interleave([1, 2, 3], ["a"]) == [1, "a", 2, 3]
+
+
+def test_fixed_demonstrations_are_balanced_train_questions_and_prompts_share_a_prefix(train):
+    demos = fixed_demos()
+    assert len(demos) == 6 and [d.answer for d in demos] == [True, False] * 3
+    assert demo_qids() <= {q.qid for q in train}
+    ps = facts_prompts("Is the sun a star?", ["The sun is a star.", "Stars shine."])
+    assert ps[0].startswith(facts_head()) and ps[1].startswith(ps[0][: -len("Answer:")])
+    assert all(p.endswith("Answer:") for p in ps)
+    assert plain_prompt("Is the sun a star?").endswith("Question: Is the sun a star?\nAnswer:")
+    assert "Facts:" not in plain_prompt("x")
+
+
+def test_state_encoding_round_trips_and_torn_feature_lines_are_dropped(tmp_path):
+    v = np.linspace(-3, 3, 1536).astype(np.float32)
+    assert np.allclose(decode_state(encode_state(v)), v, atol=2e-3)
+    qf = QuestionFeatures("q1", "Q?", [Fact("a", "wikipedia", "A-1", 1.0)], ["A-1"], [3.0], {"plain": v}, {"plain": 0.5},
+                          label=True)
+    path = tmp_path / "f.jsonl"
+    path.write_text(json.dumps(qf.to_dict()) + "\n" + '{"qid": "q2", "que', encoding="utf-8")
+    done = read_done(path)
+    assert list(done) == ["q1"] and path.read_text().endswith("\n")
+    back = QuestionFeatures.from_dict(done["q1"])
+    assert back.facts[0].ref == "A-1" and back.label is True
+
+
+def test_feature_vector_falls_back_to_the_last_readout_present():
+    states = {"plain": np.zeros(4), "f1": np.ones(4), "f2": 2 * np.ones(4)}
+    lo = {"plain": 0.1, "f1": 0.2, "f2": 0.3}
+    spec = FeatureSpec(("plain", "f5"), ("f5",), ("top_paragraph_score",))
+    x = feature_vector(spec, states, lo, {"top_paragraph_score": 7.0})
+    assert x.shape == (10,) and x[4:8].tolist() == [2, 2, 2, 2] and x[8] == pytest.approx(0.3) and x[9] == 7.0
+    with pytest.raises(SqaError):
+        feature_vector(FeatureSpec(("f1",), ()), {}, {}, {})
+
+
+def test_head_save_load_predict_and_refuse_another_model(tmp_path):
+    head = AnswerHead(FeatureSpec(("plain",), ("plain",)), np.array([1.0, -2.0, 0.5], dtype=np.float32), -0.25,
+                      "qwen2.5-coder-1.5b", "ab" * 32, {"train_size": 3})
+    path = head.save(tmp_path / "h.json")
+    back = AnswerHead.load(path)
+    x = np.array([0.3, 0.1, 1.0])
+    assert back.p_yes(x) == pytest.approx(1 / (1 + np.exp(-(0.3 - 0.2 + 0.5 - 0.25))), rel=1e-5)
+    back.check_model("qwen2.5-coder-1.5b", "ab" * 32)
+    with pytest.raises(SqaError, match="cannot read model"):
+        back.check_model("qwen2.5-coder-1.5b", "cd" * 32)
+    with pytest.raises(SqaError, match="trained for model"):
+        AnswerHead(head.spec, head.coef, 0.0, "m1", None).check_model("m2", None)
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(SqaError, match="not a readable answer head"):
+        AnswerHead.load(tmp_path / "bad.json")
+
+
+def test_cross_validation_recovers_a_planted_signal_with_term_groups():
+    pytest.importorskip("sklearn", reason="scikit-learn (the models extra) trains the answer head")
+    from sqa.reasoner.head import out_of_fold
+
+    rng = np.random.default_rng(0)
+    n = 300
+    y = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, 50))
+    X[:, 3] += 1.5 * (2 * y - 1)
+    groups = np.arange(n) // 3
+    p, cs = out_of_fold(X, y, groups, 5)
+    acc = float(np.mean((p >= 0.5) == y))
+    assert acc > 0.8 and len(cs) == 5
+    a, lo, hi = accuracy_interval([True] * 70 + [False] * 30)
+    assert a == 0.7 and lo == pytest.approx(0.7 - 1.96 * (0.21 / 100) ** 0.5)
+    d, dlo, dhi = paired_difference([True, True, False, True], [True, False, False, False])
+    assert d == 0.5 and dlo < d < dhi
+
+
+def test_eval_refuses_oracles_on_test_and_the_head_on_its_own_train_split():
+    from sqa.cli import main
+
+    from sqa.eval.runner import EvalOptions
+
+    with pytest.raises(SqaError, match="must never see"):
+        EvalOptions(split="test", model="m", reader="facts", decomposition="question", oracle="facts")
+    with pytest.raises(SqaError, match="whole question"):
+        EvalOptions(split="dev", model="m", reader="facts", decomposition="predicted")
+    from sqa.reasoner.head import shipped_head_path
+
+    if shipped_head_path("qwen2.5-coder-1.5b").exists():
+        assert main(["eval", "--split", "train-2061", "--limit", "1"]) == 2
+
+
+@pytest.mark.slow
+def test_hidden_states_match_the_models_own_yes_probability():
+    from sqa.reasoner.models import load_model
+
+    m = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
+    prompts = [plain_prompt("Is the sun a star?"), plain_prompt("Can a fish ride a bicycle?")]
+    p = m.yes_probability(prompts)
+    hs = m.hidden_states(prompts)
+    for (h, lo), py in zip(hs, p):
+        assert h.shape == (896,) and np.isfinite(h).all()
+        # the log-odds come from re-reading the last token alone (a 1-token batch), whose quantised
+        # matmuls round differently from the whole-prompt batch: equal up to ~0.01
+        assert 1 / (1 + np.exp(-lo)) == pytest.approx(py, abs=0.02)
+    assert not np.allclose(hs[0][0], hs[1][0])
+
+
+@pytest.mark.slow
+def test_extract_is_resumable_and_the_facts_reasoner_answers_from_a_head(tmp_path, gold_index, train):
+    from sqa.reasoner.facts_reasoner import FactsReasoner
+    from sqa.reasoner.models import load_model
+    from sqa.retriever.steps import StepRetriever
+
+    m = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
+    sel = FactSelector(StepRetriever(gold_index), FactSettings(wiki=1, train=1), AnnotatedFacts(train))
+    qs = load_questions("dev")[:3]
+    path = tmp_path / "dev.jsonl"
+    extract(m, sel, qs[:2], path)
+    recs = extract(m, sel, qs, path)  # resumes: reads only the third
+    assert list(recs) == [q.qid for q in qs] and len(path.read_text().splitlines()) == 3
+    r = recs[qs[0].qid]
+    assert set(r["states"]) == {"plain", "f1", "f2"} and r["label"] == qs[0].answer
+    spec = FeatureSpec(("plain", "f2"), ("plain", "f2"))
+    head = AnswerHead(spec, np.zeros(2 * 896 + 2, dtype=np.float32), 0.0, "qwen2.5-coder-0.5b", None,
+                      {"facts": {"wiki": 1, "train": 1}})
+    head.coef[-1] = 1.0  # P(yes) = sigmoid(the model's own log-odds after 2 facts)
+    fr = FactsReasoner(m, head, StepRetriever(gold_index), features_cache=path)
+    res = fr.answer_batch(qs)
+    assert [x.qid for x in res] == [q.qid for q in qs]
+    for x, q in zip(res, qs):
+        assert x.timings.get("cached") == 1.0 and len(x.facts) == 2 and len(x.paragraphs) == 10
+        assert x.p_yes == pytest.approx(1 / (1 + np.exp(-recs[q.qid]["log_odds"]["f2"])), abs=1e-4)
+        assert x.decomposition == [q.question]
+    with pytest.raises(SqaError, match="needs retrieval"):
+        FactsReasoner(m, head, None)
+
+
+@pytest.mark.slow
+def test_eval_any_dataset_file_with_the_facts_reader(tmp_path, gold_index):
+    """``sqa eval --dataset FILE``: a two-question file (one labelled with evidence, one bare) runs
+    end to end, resumes, and scores Accuracy and Recall@10 on the labelled question only."""
+    from sqa.cli import main
+
+    q = load_questions("dev")[0]
+    data = [{"qid": q.qid, "question": q.question, "answer": q.answer, "evidence": list(q.evidence),
+             "decomposition": list(q.decomposition)},
+            {"qid": "mine-1", "question": "Is the Eiffel Tower taller than Big Ben?"}]
+    path = tmp_path / "my.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    head = AnswerHead(FeatureSpec(("plain",), ("plain",)), np.zeros(897, dtype=np.float32), 0.0,
+                      "qwen2.5-coder-0.5b", None, {"facts": {"wiki": 1, "train": 1}})
+    head.coef[-1] = 1.0
+    hp = head.save(tmp_path / "h.json")
+    out = tmp_path / "run"
+    args = ["eval", "--dataset", str(path), "--model", "qwen2.5-coder-0.5b", "--head", str(hp), "--out", str(out),
+            "--index-dir", str(gold_index.index_dir), "--no-retrieval"]
+    assert main(args) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["split"] == "custom" and m["n"] == 1 and m["n_predicted"] == 2 and m["reader"] == "facts"
+    assert json.loads((out / "run.json").read_text())["identity"]["dataset"].startswith("my.json:")
+    assert main(args) == 0  # resumes: nothing new
+    assert len((out / "traces.jsonl").read_text().splitlines()) == 2
+    (tmp_path / "bad.json").write_text(json.dumps([{"qid": "x", "question": "Q?", "answer": "yes"}]))
+    assert main(["eval", "--dataset", str(tmp_path / "bad.json"), "--head", str(hp)]) == 2
