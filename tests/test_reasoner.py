@@ -321,3 +321,30 @@ def test_decision_signals_prompts_and_log_odds_mean(gold_index):
         parse_decision("vote")
     with pytest.raises(SqaError, match="unknown signal"):
         Reasoner(model, BackendRetriever(gold_index), extra_signals=("logits",))
+
+
+def test_operation_steps_are_computed_not_generated(gold_index):
+    """The llama example: step 3 ("2 times #2") and step 4 (a comparison) are computed from the
+    reader's answers to steps 1-2; the model is asked to generate only steps 1 and 2."""
+
+    class Numbers(ScriptedModel):
+        def generate(self, prompts, max_tokens, stop=()):
+            out = []
+            for p in prompts:
+                self.generate_prompts.append(p)
+                if p.endswith("Steps:\n1."):
+                    out.append(" " + "\n".join(f"{i}. {s}" for i, s in enumerate(self.steps, 1))[3:])
+                else:
+                    k = int(re.search(r"#(\d+) =$", p).group(1))
+                    out.append({1: " 1 year", 2: " 11.5 months"}[k])
+            return out
+
+    steps = ["How long was the War in Vietnam (1945-46)?", "How long is the gestation period of a llama?",
+             "What is 2 times #2?", "Is #3 less than #1?"]
+    m = Numbers(steps)
+    r = Reasoner(m, BackendRetriever(gold_index), k=3, decision="transcript").answer(
+        "Could a llama birth twice during the War in Vietnam (1945-46)?")
+    assert [s.answer for s in r.steps] == ["1 year", "11.5 months", "23 months", "no"]
+    assert [s.computed for s in r.steps] == [False, False, True, True]
+    assert sum(1 for p in m.generate_prompts if p.endswith(" =")) == 2
+    assert "#3 = 23 months\n#4 = no\n" in m.yes_prompts[0]

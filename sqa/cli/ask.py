@@ -84,7 +84,8 @@ def ask_command(
         paras = {p.evidence_id: p for p in be.get(list(dict.fromkeys(ids)))}
     tree = Tree(f"[bold]{escape(result.question)}[/bold]")
     for s in result.steps:
-        node = tree.add(f"[cyan]{s.index}.[/cyan] {escape(s.question)} → [bold green]{escape(s.answer or '?')}[/bold green]")
+        node = tree.add(f"[cyan]{s.index}.[/cyan] {escape(s.question)} → [bold green]{escape(s.answer or '?')}[/bold green]"
+                        + (" [dim](computed)[/dim]" if s.computed else ""))
         if s.evidence:
             p = paras.get(s.evidence[0])
             title = escape(p.title) if p else ""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Literal, Sequence
 
 from sqa.reasoner import prompts as P
+from sqa.reasoner.operations import compute_step
 from sqa.reasoner.trace import ReasoningResult, StepTrace
 from sqa.types import Hit, LanguageModel, Question, SqaError, Step
 
@@ -221,6 +222,12 @@ class Reasoner:
                 dt = time.perf_counter() - t
                 st.timings["retrieve"] += dt
                 tr.seconds += dt
+                computed = compute_step(tr.question, answers)
+                if computed is not None:  # an operation on earlier answers, computed (sqa.reasoner.operations)
+                    tr.answer = computed
+                    tr.computed = True
+                    st.prompt += f"#{i + 1} = {computed}\n"
+                    continue
                 op = P.is_operation_step(tr.question)
                 if op and i == len(st.steps) - 1:
                     st.final_from_last_step = True  # its answer is the final yes/no

@@ -23,6 +23,7 @@ class StepTrace:
     evidence: list[str] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    computed: bool = False  # the answer was computed from earlier answers (sqa.reasoner.operations), not generated
 
 
 @dataclass
