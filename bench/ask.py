@@ -1,7 +1,8 @@
 """Seconds per question of the reasoner (``sqa ask``'s pipeline) on dev questions, plus the raw
 llama.cpp speeds behind it; writes bench/results/ask.json (merging into what is there).
 
-    python bench/ask.py --model qwen2.5-coder-1.5b --index-dir /work/indexes/mini -n 10
+    python bench/ask.py --model qwen2.5-coder-1.5b --index-dir INDEX_DIR -n 10
+    python bench/ask.py --index-dir INDEX_DIR -n 10 --reader facts --side-by-side   # facts reader vs steps, one run
     python bench/ask.py --speed-only            # just the tokens/s microbenchmark
 
 Per question: wall seconds of ``Reasoner.answer_batch([q])`` after the model is loaded (the first
@@ -113,7 +114,12 @@ def calibrate(model, index_dir: str, n: int, mode: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--index-dir", default="/work/indexes/mini")
+    ap.add_argument("--index-dir", default=None, help="index directory (default: $SQA_HOME/index)")
+    ap.add_argument("--reader", default="steps", choices=["steps", "facts"],
+                    help="facts: the facts reader with the shipped answer head (what `sqa ask` runs by default)")
+    ap.add_argument("--side-by-side", action="store_true",
+                    help="with --reader facts: also run the steps pipeline (default decision) on the same questions "
+                         "in the same process, right after")
     ap.add_argument("--split", default="dev")
     ap.add_argument("-n", type=int, default=10, help="first n questions of the split")
     ap.add_argument("--mode", default="predicted", choices=["predicted", "gold", "question"])
@@ -148,6 +154,26 @@ def main(argv: list[str] | None = None) -> int:
         entry["llamacpp_speed"] = speed(model)
     if args.calibrate:
         entry["calibration"] = calibrate(model, args.index_dir, args.calibrate, args.mode)
+    elif not args.speed_only and args.reader == "facts":
+        from sqa.indexing import open_backend
+        from sqa.paths import default_index_dir
+        from sqa.reasoner.facts_reasoner import FactsReasoner, head_for
+        from sqa.retriever.steps import StepRetriever
+
+        idx = args.index_dir or str(default_index_dir())
+        qs = load_questions(args.split)[: args.n]
+        head = head_for(args.model, "facts")
+        fr = FactsReasoner(model, head, StepRetriever(open_backend(idx, "embedded")))
+        res = run(fr, qs, "question", "facts reader")
+        res.update(split=args.split, index_dir="INDEX_DIR", reader="facts", head=head.spec.name,
+                   command="python " + " ".join(sys.argv).replace(idx, "INDEX_DIR"))
+        entry["facts_reader"] = res
+        if args.side_by_side:
+            r = build_reasoner(model, idx, k=10, decision=decision)
+            res = run(r, qs, args.mode, f"steps ({args.mode}) + retrieval")
+            res.update(split=args.split, index_dir="INDEX_DIR", decision=decision, reader="steps",
+                       command="python " + " ".join(sys.argv).replace(idx, "INDEX_DIR"))
+            entry["steps_reader_same_run"] = res
     elif not args.speed_only:
         qs = load_questions(args.split)[: args.n]
         r = build_reasoner(model, args.index_dir, k=10, decision=decision)

@@ -35,7 +35,7 @@ def _check_shape(obj: dict, question: str) -> None:
 
 def test_ask_json_shape(gold_index, scripted, capsys):
     q = load_questions("dev")[0].question
-    rc = main(["ask", q, "--json", "--index-dir", str(gold_index.index_dir), "--decision", "transcript"])
+    rc = main(["ask", q, "--json", "--reader", "steps", "--index-dir", str(gold_index.index_dir), "--decision", "transcript"])
     out = capsys.readouterr().out
     assert rc == 0
     obj = json.loads(out)
@@ -52,21 +52,21 @@ def test_ask_default_decision_averages_readings(gold_index, scripted, capsys):
     sigmoid((logit 0.9 + 2 logit 0.2) / 3) = 0.452 -> No with confidence 0.548."""
     import math
 
-    rc = main(["ask", "Was Steve Jobs born before 1960?", "--k", "3", "--index-dir", str(gold_index.index_dir)])
+    rc = main(["ask", "Was Steve Jobs born before 1960?", "--reader", "steps", "--k", "3", "--index-dir", str(gold_index.index_dir)])
     out = capsys.readouterr().out
     assert rc == 0
     z = (math.log(0.9 / 0.1) + 2 * math.log(0.2 / 0.8)) / 3
     p = 1 / (1 + math.exp(-z))
     assert "No" in out and f"P(yes)={p:.2f}" in out
     assert "transcript 0.90" in out and "direct 0.20" in out and "plain 0.20" in out
-    rc = main(["ask", "Was Steve Jobs born before 1960?", "--k", "3", "--json", "--index-dir", str(gold_index.index_dir)])
+    rc = main(["ask", "Was Steve Jobs born before 1960?", "--reader", "steps", "--k", "3", "--json", "--index-dir", str(gold_index.index_dir)])
     obj = json.loads(capsys.readouterr().out)
     assert obj["answer"] is False and obj["confidence"] == pytest.approx(1 - p, abs=1e-6)
 
 
 def test_ask_tree(gold_index, scripted, capsys):
-    rc = main(["ask", "Was Steve Jobs born before 1960?", "--k", "3", "--index-dir", str(gold_index.index_dir),
-               "--decision", "transcript"])
+    rc = main(["ask", "Was Steve Jobs born before 1960?", "--reader", "steps", "--k", "3", "--index-dir",
+               str(gold_index.index_dir), "--decision", "transcript"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "Who founded #0 Apple?" in out and "ANSWER1" in out and "Yes" in out and "P(yes)=0.90" in out
@@ -88,7 +88,8 @@ def test_ask_errors_are_one_line(tmp_path, gold_index, capsys):
 def test_ask_real_small_model_json(gold_index, capsys):
     """End to end with the real 0.5B GGUF on llama.cpp over the gold index."""
     q = "Is the Eiffel Tower in the same country as the Louvre?"
-    rc = main(["ask", q, "--json", "--model", "qwen2.5-coder-0.5b", "--index-dir", str(gold_index.index_dir)])
+    rc = main(["ask", q, "--json", "--reader", "steps", "--model", "qwen2.5-coder-0.5b", "--index-dir",
+               str(gold_index.index_dir)])
     assert rc == 0
     obj = json.loads(capsys.readouterr().out)
     _check_shape(obj, q)

@@ -113,6 +113,12 @@ def _ask_facts(question: str, model: str, k: int, no_retrieval: bool, as_json: b
     from sqa.reasoner.facts_reasoner import head_for
     from sqa.types import Question
 
+    if not no_retrieval and backend == "embedded" and not (Path(index_dir) / "meta.json").exists():
+        raise SqaError(f"{index_dir}: no index here; build one with `sqa index --preset mini --index-dir {index_dir}` "
+                       "or pass --index-dir")
+    from sqa.reasoner.models import resolve_gguf
+
+    resolve_gguf(model)  # a missing .gguf file is named before the head is looked for
     h = head_for(model, "plain" if no_retrieval else "facts", head)
     with err.status(f"loading {model} and the index…", spinner="dots"):
         reasoner = _facts_factory(model, index_dir, backend, k, not no_retrieval, h, None, None)(None)

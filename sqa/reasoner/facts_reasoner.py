@@ -90,7 +90,7 @@ class FactsReasoner:
 
     def features(self, q: Question) -> QuestionFeatures:
         """The reader's features for one question (from the cache when there)."""
-        rec = self._cache.get(q.qid) if q.qid and self.oracle is None and self.head.spec.uses_facts else None
+        rec = self._cache.get(q.qid) if q.qid and self.oracle is None else None
         if rec is not None and rec.get("question") == q.question:
             qf = QuestionFeatures.from_dict(rec)
             qf.seconds = {"cached": 1.0, **qf.seconds}
@@ -117,10 +117,12 @@ class FactsReasoner:
         if "cached" in qf.seconds:
             timings["cached"] = 1.0
         return ReasoningResult(
-            question=q.question, steps=[], answer=p >= 0.5, p_yes=p, paragraphs=list(qf.paragraphs[: self.k]),
+            question=q.question, steps=[], answer=p >= 0.5, p_yes=p,
+            paragraphs=list(qf.paragraphs[: self.k]) if self.retriever is not None else [],
             qid=q.qid or None, timings=timings, model=getattr(self.model, "name", ""),
             p_yes_raw=signals.get("facts", signals.get("plain")), signals={k: round(v, 6) for k, v in signals.items()},
-            decision=f"head:{self.head.spec.name}", facts=[f.to_dict() for f in qf.facts])
+            decision=f"head:{self.head.spec.name}",
+            facts=[f.to_dict() for f in qf.facts] if self.head.spec.uses_facts or self.oracle else [])
 
     def answer_batch(self, questions: Sequence[Question], decomposition: str = "question",
                      on_result: Callable[[ReasoningResult], None] | None = None) -> list[ReasoningResult]:
