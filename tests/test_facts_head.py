@@ -14,7 +14,7 @@ from sqa.reasoner.factreader import (QuestionFeatures, decode_state, demo_qids, 
                                      facts_prompts, fixed_demos, interleave, plain_prompt)
 from sqa.reasoner.head import AnswerHead, FeatureSpec, accuracy_interval, feature_vector, paired_difference
 from sqa.strategyqa import load_questions
-from sqa.types import SqaError
+from sqa.types import Question, SqaError
 
 
 @pytest.fixture(scope="module")
@@ -224,3 +224,56 @@ def test_eval_any_dataset_file_with_the_facts_reader(tmp_path, gold_index):
     assert len((out / "traces.jsonl").read_text().splitlines()) == 2
     (tmp_path / "bad.json").write_text(json.dumps([{"qid": "x", "question": "Q?", "answer": "yes"}]))
     assert main(["eval", "--dataset", str(tmp_path / "bad.json"), "--head", str(hp)]) == 2
+
+
+class StateModel:
+    """A LanguageModel stand-in with ``hidden_states``: the state is [number of fact lines, prompt
+    length / 1000] and the log-odds +1 when the prompt's facts mention "Aristotle", else -1."""
+
+    name = "states"
+
+    def __init__(self):
+        self.prompts = []
+
+    def hidden_states(self, prompts):
+        out = []
+        for p in prompts:
+            self.prompts.append(p)
+            tail = p.rsplit("Question: ", 1)[-1]
+            out.append((np.array([tail.count("\n- "), len(p) / 1000], dtype=np.float32),
+                        1.0 if "Aristotle" in tail.split("\n", 1)[-1] else -1.0))
+        return out
+
+
+def test_oracles_show_the_annotated_facts_or_the_sentences_of_the_annotated_paragraphs(gold_index):
+    from sqa.reasoner.facts_reasoner import FactsReasoner
+    from sqa.retriever.steps import StepRetriever
+
+    q = next(q for q in load_questions("dev") if q.facts and q.evidence)
+    head = AnswerHead(FeatureSpec(("f5",), ("f5",)), np.array([0.0, 0.0, 1.0], dtype=np.float32), 0.0, "states", None,
+                      {"facts": {"wiki": 3, "train": 2}})
+    ret = StepRetriever(gold_index)
+    r = FactsReasoner(StateModel(), head, ret, oracle="facts", backend=gold_index).answer_batch([q])[0]
+    assert [f["text"] for f in r.facts] == list(q.facts) and len(r.paragraphs) == 10
+    m = StateModel()
+    r = FactsReasoner(m, head, ret, oracle="paragraphs", backend=gold_index).answer_batch([q])[0]
+    gold_ids = {i for ann in q.evidence for step in ann for x in step if isinstance(x, list) for i in x}
+    assert r.facts and all(f["source"] == "oracle-paragraphs" and f["ref"] in gold_ids for f in r.facts)
+    assert all(f"- {f['text']}\n" in m.prompts[-1] for f in r.facts)
+    bare = Question(qid="t", question="Is the sun a star?")
+    with pytest.raises(SqaError, match="no annotated facts"):
+        FactsReasoner(StateModel(), head, ret, oracle="facts").answer_batch([bare])
+    with pytest.raises(SqaError, match="unknown oracle"):
+        FactsReasoner(StateModel(), head, ret, oracle="gold")
+
+
+def test_no_retrieval_head_reads_the_plain_prompt_and_reports_no_paragraphs():
+    from sqa.reasoner.facts_reasoner import FactsReasoner
+
+    head = AnswerHead(FeatureSpec(("plain",), ("plain",)), np.array([0.0, 0.0, -1.0], dtype=np.float32), 0.0, "states",
+                      None)
+    m = StateModel()
+    r = FactsReasoner(m, head, None).answer_batch([load_questions("dev")[0]])[0]
+    assert r.paragraphs == [] and r.facts == [] and len(m.prompts) == 1 and "Facts:" not in m.prompts[0]
+    assert r.p_yes == pytest.approx(1 / (1 + np.exp(-1.0)))  # -1 x log-odds(-1)
+    assert r.signals == {"plain": pytest.approx(1 / (1 + np.exp(1.0)), abs=1e-6)}

@@ -72,7 +72,7 @@ class FactsReasoner:
         return self.selector.select(q)
 
     def _paragraph_oracle(self, q: Question):
-        from sqa.reasoner.facts import interleave, rank_sentences
+        from sqa.reasoner.facts import rank_sentences
         from sqa.types import Hit
 
         ids = list(dict.fromkeys(i for ann in q.evidence for step in ann for x in step if isinstance(x, list)
