@@ -69,8 +69,10 @@ class FactSelector:
         return interleave(train, wiki), hits
 
 
-def read_done(path: Path) -> dict[str, dict]:
-    """qid -> record of a features file; a torn last line (killed mid-write) is cut off."""
+def read_done(path: Path, repair: bool = False) -> dict[str, dict]:
+    """qid -> record of a features file, up to the first torn line (killed mid-write, or being
+    written by another process). ``repair``: cut that line off the file (the writer does this
+    before appending; readers leave the file alone)."""
     done: dict[str, dict] = {}
     if not path.exists():
         return done
@@ -85,7 +87,7 @@ def read_done(path: Path) -> dict[str, dict]:
             break
         done[rec["qid"]] = rec
         good += len(line)
-    if good != len(data):
+    if repair and good != len(data):
         with open(path, "r+b") as f:
             f.truncate(good)
     return done
@@ -97,7 +99,7 @@ def extract(model, selector: FactSelector, questions: Sequence[Question], path: 
     fsync'd one question at a time). Returns qid -> record for all of ``questions``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    done = read_done(path)
+    done = read_done(path, repair=True)
     with open(path, "a", encoding="utf-8") as f:
         for q in questions:
             if q.qid in done:
