@@ -89,18 +89,33 @@ def cross_validate(ds: Dataset, specs: Sequence[FeatureSpec], folds: int = 5, lo
     return rows
 
 
-def choose(rows: Sequence[dict]) -> tuple[dict, dict]:
-    """(the plain row, the best facts row by accuracy, then log-loss)."""
+def choose(rows: Sequence[dict], y: np.ndarray | None = None) -> tuple[dict, dict]:
+    """(the plain row, the chosen facts row). The default facts head reads everything: the plain
+    prompt and the facts prompt after the last fact, plus the retrieval scores (the last candidate
+    spec). Another facts spec replaces it only when its out-of-fold accuracy beats the default's by
+    more than one standard error of the paired difference (with ``y``; a one-standard-error rule,
+    Hastie et al., ESL 7.10), so a noisy argmax over a dozen specs does not decide."""
     plain = next(r for r in rows if r["spec"]["states"] == ["plain"])
     facts = [r for r in rows if FeatureSpec.from_dict(r["spec"]).uses_facts]
-    best = max(facts, key=lambda r: (r["accuracy"], -r["log_loss"]))
+    default = facts[-1]
+    if y is None:
+        return plain, default
+    yb = np.asarray(y).astype(bool)
+    base = (np.asarray(default["oof"]) >= 0.5) == yb
+    best, best_margin = default, 0.0
+    for r in facts[:-1]:
+        d = ((np.asarray(r["oof"]) >= 0.5) == yb).astype(float) - base.astype(float)
+        se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("inf")
+        margin = float(d.mean()) - se
+        if margin > best_margin:
+            best, best_margin = r, margin
     return plain, best
 
 
 def report(ds: Dataset, rows: Sequence[dict]) -> dict:
     """The comparison of the chosen facts head with the plain head on the same out-of-fold
     questions (paired), and the model's own verbalised answers."""
-    plain, best = choose(rows)
+    plain, best = choose(rows, ds.y)
     y = ds.y.astype(bool)
     a = (np.asarray(best["oof"]) >= 0.5) == y
     b = (np.asarray(plain["oof"]) >= 0.5) == y
@@ -111,7 +126,9 @@ def report(ds: Dataset, rows: Sequence[dict]) -> dict:
         acc, lo, hi = accuracy_interval((pv >= 0.5) == y)
         verbal[name] = {"accuracy": round(acc, 4), "interval95": [round(lo, 4), round(hi, 4)],
                         "yes_rate": round(float(np.mean(pv >= 0.5)), 4)}
-    return {"n": len(y), "majority_no": round(float(np.mean(~y)), 4), "chosen_facts": best["name"], "plain_name": plain["name"],
+    return {"n": len(y), "majority_no": round(float(np.mean(~y)), 4), "chosen_facts": best["name"],
+            "choice_rule": "plain + facts after the last fact + retrieval scores, unless another facts spec beats it "
+                           "by more than one standard error of the paired out-of-fold difference", "plain_name": plain["name"],
             "facts_head": {k: best[k] for k in ("accuracy", "interval95", "auc", "log_loss", "C")},
             "plain_head": {k: plain[k] for k in ("accuracy", "interval95", "auc", "log_loss", "C")},
             "facts_minus_plain": {"difference": round(d, 4), "interval95": [round(dlo, 4), round(dhi, 4)],
@@ -139,7 +156,7 @@ def model_sha256(model) -> str | None:
 def fit_heads(ds: Dataset, rows: Sequence[dict], model_name: str, sha: str | None, provenance: dict,
               folds: int = 5) -> dict[str, AnswerHead]:
     """Fit the plain and the chosen facts head on all rows of ``ds``."""
-    plain, best = choose(rows)
+    plain, best = choose(rows, ds.y)
     out = {}
     for kind, row in (("plain", plain), ("facts", best)):
         spec = FeatureSpec.from_dict(row["spec"])
