@@ -18,6 +18,11 @@ class SqaError(Exception):
     """
 
 
+class SqaWarning(UserWarning):
+    """A user-facing warning (e.g. searching a partial index): the CLI prints it as one
+    ``warning:`` line on stderr and goes on."""
+
+
 @dataclass(frozen=True)
 class Paragraph:
     """One corpus unit (a Wikipedia paragraph).
