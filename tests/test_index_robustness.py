@@ -65,6 +65,7 @@ def test_fresh_refuses_a_directory_that_is_not_an_index_and_deletes_nothing(tmp_
 
 def test_fresh_rebuilds_an_index_and_keeps_files_it_did_not_create(tmp_path):
     d = tmp_path / "idx"
+    assert run_sqa(["index", "--preset", "strategyqa", "--fresh", "--index-dir", tmp_path / "new"]).returncode == 0
     small = tmp_path / "small.jsonl"
     small.write_text("\n".join(real_lines(30)) + "\n", encoding="utf-8")
     assert run_sqa(["index", "--corpus", small, "--index-dir", d]).returncode == 0

@@ -138,7 +138,8 @@ def index_files(index_dir: str | Path) -> tuple[list[Path], list[Path]]:
     tantivy_ok = (isinstance(meta, dict) and "segments" in meta and
                   any(isinstance(f, dict) and f.get("name") == "evidence_id" for f in meta.get("schema") or []))
     if not (sqa_record(MANIFEST) or sqa_record(CHECKPOINT) or tantivy_ok):
-        return [], entries
+        lock = [e for e in entries if e.name == LOCK and e.is_file()]
+        return lock, [e for e in entries if e not in lock]  # a lock alone: what a build left before its first write
     managed = _json_file(d / ".managed.json") if tantivy_ok else None
     managed = set(managed) if isinstance(managed, list) and all(isinstance(x, str) for x in managed) else set()
     own = {MANIFEST, CHECKPOINT, MANIFEST + ".tmp", CHECKPOINT + ".tmp", LOCK}
@@ -160,7 +161,7 @@ def remove_index(index_dir: str | Path, dry_run: bool = False) -> tuple[int, lis
     index (a slip such as ``--index-dir .`` or ``~``), or when ``index_dir`` is a file."""
     d = Path(index_dir)
     ours, others = index_files(d)
-    if not ours:
+    if not [e for e in ours if e.name != LOCK]:
         if others:
             shown = ", ".join(e.name for e in others[:3]) + (f" and {len(others) - 3:,} more" if len(others) > 3 else "")
             raise SqaError(f"{d}: not an sqa index (it holds {shown}); --fresh deletes only an index that sqa built, "
