@@ -339,6 +339,7 @@ def test_run_recorded_before_an_identity_key_existed_still_resumes(tmp_path):
     del data["identity"]["retrieval"]
     run.write_text(json.dumps(data))
     assert check_run_file(tmp_path, opts, {"paragraph_count": 5})["identity"] == data["identity"]
+    (tmp_path / "traces.jsonl").write_text('{"qid": "x"}\n')  # an answered question: the run is protected
     with pytest.raises(SqaError, match="retrieval: True -> False"):
         check_run_file(tmp_path, EvalOptions(split="dev", model="m", decomposition="predicted", index_dir="/i",
                                              retrieval=False), {"paragraph_count": 5})

@@ -130,6 +130,9 @@ def eval_command(
                           backend=backend, folds=folds, limit=limit, batch_size=batch_size, retrieval=retrieval,
                           decision=decision, signals=tuple(split_signals(signals)))
     out_dir = out or _default_out(split, decomposition if retrieval else f"{decomposition}-noretrieval", model)
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise SqaError(f"--out {out_dir}: is a file; give a directory for the run (a new one starts a run, the same "
+                       "one resumes it)")
     questions = select_questions(split, limit)
     info = _index_info(idx, backend)
     check_run_file(Path(out_dir), options, info)  # refuse a mismatched --out before showing progress
@@ -188,6 +191,14 @@ def score_command(
     from sqa.strategyqa import load_questions
 
     preds = load_predictions(predictions)
+    from sqa.strategyqa import questions_by_id
+
+    known = questions_by_id()
+    unknown = [qid for qid in preds if qid not in known]
+    if unknown:
+        raise SqaError(f"{predictions}: {len(unknown):,} of {len(preds):,} predictions are for qids that are not "
+                       f"StrategyQA questions, e.g. {unknown[0]!r}; check the file's keys (qids like "
+                       f"{next(iter(known))!r})")
     split = split or _infer_split(list(preds))
     questions = load_questions(split)
     if split in ("test", "all"):

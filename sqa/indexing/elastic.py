@@ -369,8 +369,9 @@ class ElasticsearchBackend:
         """Top-``k`` hits by BM25 on ``body`` (a ``match`` query, so any text is valid); with
         ``title_boost`` > 0 a ``match`` on ``title`` with that boost is added (bool/should), as in
         the embedded backend. An empty or all-stopword query returns []."""
-        from sqa.indexing.embedded import query_terms
+        from sqa.indexing.embedded import check_k, query_terms
 
+        check_k(k)
         terms = query_terms(query)
         if not terms or k <= 0:
             return []

@@ -33,7 +33,7 @@ from typing import Iterable, Sequence
 
 import tantivy
 
-from sqa.types import Hit, Paragraph, SqaError
+from sqa.types import MAX_K, Hit, Paragraph, SqaError
 
 ANALYZER = "en"
 SEARCH_FIELDS = ("body",)
@@ -69,6 +69,12 @@ def _is_v1_index(index_dir: Path) -> bool:
     except (OSError, ValueError):
         return False
     return any(f.get("name") == "text" and f.get("type") == "text" for f in fields)
+
+
+def check_k(k: int) -> None:
+    """Raise SqaError unless ``k`` (top-k) is an integer from 0 to ``MAX_K`` (10,000)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_K:
+        raise SqaError(f"top-k must be from 1 to {MAX_K:,} (got {k}); use e.g. -k 10")
 
 
 def query_terms(query: str) -> list[str]:
@@ -209,7 +215,9 @@ class TantivyBackend:
     def search(self, query: str, k: int = 10, title_boost: float = 0.0) -> list[Hit]:
         """Top-``k`` hits by BM25 on ``body`` (title+section+text); with ``title_boost`` > 0 a
         match in the title field adds its own BM25 score times that boost. Any free text is
-        accepted (see ``query_terms``); an empty or all-stopword query returns []."""
+        accepted (see ``query_terms``); an empty or all-stopword query returns []. Raises SqaError
+        for ``k`` outside 0..``MAX_K``."""
+        check_k(k)
         terms = query_terms(query)
         tokens = self._analyzer.analyze(" ".join(terms)) if terms and k > 0 else []
         if not tokens:
