@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import default_sigint
 from sqa.cli import main
 from sqa.indexing import build_index, open_backend, read_manifest
 from sqa.indexing.build import CHECKPOINT, MANIFEST
@@ -72,7 +73,7 @@ def es_url(tmp_path_factory):
     log = open(data / "noida.log", "wb")
     proc = subprocess.Popen([exe, "start", "--only", "elasticsearch", "--data-dir", str(data / "db"),
                              "--elasticsearch-port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=default_sigint)  # stopped with SIGINT below
     url = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
     while not _answers(url):

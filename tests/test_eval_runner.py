@@ -251,7 +251,7 @@ def test_reasoner_results_out_of_order_or_self_example_are_errors(tmp_path):
         run_eval(_opts(limit=4), tmp_path / "b", Factory(Cheater))
 
 
-def test_ctrl_c_while_a_line_is_written_keeps_that_line(tmp_path, monkeypatch):
+def test_ctrl_c_while_a_line_is_written_keeps_that_line(tmp_path, monkeypatch, python_sigint):
     """Ctrl-C arriving during the write of the 4th line: the line is finished, counted in the
     predictions, and not redone on resume."""
     real_append = TraceLog.append

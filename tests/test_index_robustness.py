@@ -122,20 +122,33 @@ def test_a_damaged_small_gzip_is_one_line(tmp_path, damage):
     assert f"{corpus}: compressed stream is truncated or corrupt" in line and "re-download" in line
 
 
+def _without_root_file_powers() -> None:
+    """``preexec_fn``: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the bounding set, so the
+    command (even as root) gets EACCES on a chmod 000 file like any user."""
+    import ctypes
+
+    default_sigint()
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH; 24 = PR_CAPBSET_DROP
+        if libc.prctl(24, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
 def test_an_unreadable_corpus_file_is_one_line(tmp_path):
-    """chmod 000. Root reads everything, so as root the command runs in a new user namespace
-    (``unshare -U``), where root has no power over the machine's files and gets EACCES like anyone."""
+    """chmod 000. Root reads everything, so as root the command runs without the capabilities
+    that let root read any file (or, where that is refused, in a new user namespace: ``unshare -U``)."""
     corpus = tmp_path / "secret.jsonl"
     corpus.write_text("\n".join(real_lines(5)) + "\n", encoding="utf-8")
     os.chmod(corpus, 0)
-    prefix = []
-    if os.geteuid() == 0:
+    argv = sqa_argv() + ["index", "--corpus", str(corpus), "--index-dir", str(tmp_path / "idx")]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                           preexec_fn=_without_root_file_powers if os.geteuid() == 0 else default_sigint)
+    except subprocess.SubprocessError:  # the capability could not be dropped
         exe = shutil.which("unshare")
         if not exe or subprocess.run([exe, "-U", "true"], capture_output=True).returncode != 0:
-            pytest.skip("running as root, who can read a chmod 000 file, and `unshare -U` is not available")
-        prefix = [exe, "-U"]
-    r = subprocess.run(prefix + sqa_argv() + ["index", "--corpus", str(corpus), "--index-dir", str(tmp_path / "idx")],
-                       capture_output=True, text=True, timeout=120, preexec_fn=default_sigint)
+            pytest.skip("running as root, who reads a chmod 000 file, and neither prctl nor `unshare -U` can stop that")
+        r = subprocess.run([exe, "-U"] + argv, capture_output=True, text=True, timeout=120, preexec_fn=default_sigint)
     line = one_error_line(r)
     assert str(corpus) in line and ("permission denied" in line or "is not readable" in line)
 
