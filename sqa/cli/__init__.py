@@ -74,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from sqa.cli.errors import click_classes, error_line, usage_error_line
 
-    _register()
     debug = bool(os.environ.get("SQA_DEBUG"))
     old_show = warnings.showwarning
     warnings.showwarning = _print_warning
     try:
+        _register()
         return _run(argv)
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)
