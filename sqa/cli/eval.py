@@ -130,9 +130,6 @@ def eval_command(
                           backend=backend, folds=folds, limit=limit, batch_size=batch_size, retrieval=retrieval,
                           decision=decision, signals=tuple(split_signals(signals)))
     out_dir = out or _default_out(split, decomposition if retrieval else f"{decomposition}-noretrieval", model)
-    if Path(out_dir).exists() and not Path(out_dir).is_dir():
-        raise SqaError(f"--out {out_dir}: is a file; give a directory for the run (a new one starts a run, the same "
-                       "one resumes it)")
     questions = select_questions(split, limit)
     info = _index_info(idx, backend)
     check_run_file(Path(out_dir), options, info)  # refuse a mismatched --out before showing progress

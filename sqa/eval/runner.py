@@ -347,8 +347,12 @@ def _write_json_atomic(path: Path, obj) -> None:
 def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None) -> dict:
     """Create ``run.json`` or check that the recorded run has the same identity.
 
-    Raises SqaError listing the differing options, telling the user to pick another ``--out``;
-    a recorded run without a single answered question is replaced instead."""
+    Raises SqaError listing the differing options, telling the user to pick another ``--out``
+    (a recorded run without a single answered question is replaced instead), or when ``out_dir``
+    is a file."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SqaError(f"--out {out_dir}: is a file; give a directory for the run (a new one starts a run, the same "
+                       "one resumes it)")
     identity = options.identity()
     identity["index_paragraphs"] = (index_info or {}).get("paragraph_count")
     path = out_dir / RUN_FILE
