@@ -56,10 +56,16 @@ def test_an_absurd_top_k_is_one_line(gold_index):
     d = str(gold_index.index_dir)
     for args in (["search", "black sea", "-k", BIG, "--index-dir", d],
                  ["search", "black sea", "-k", "10001", "--index-dir", d],
-                 ["ask", "Is the Black Sea deep?", "--k", BIG, "--index-dir", d],
-                 ["eval", "--split", "dev", "--limit", "1", "--k", BIG, "--index-dir", d, "--out", "/nonexistent/x"]):
+                 ["ask", "Is the Black Sea deep?", "--k", BIG, "--index-dir", d]):
         line = one_error_line(run_sqa(args))
         assert "10,000" in line and args[args.index("-k" if "-k" in args else "--k") + 1] in line
+    from sqa.eval.runner import EvalOptions
+    from sqa.types import SqaError
+
+    with pytest.raises(SqaError, match=f"top-k must be from 1 to 10,000 \\(got {BIG}\\)"):
+        EvalOptions(split="dev", model="m", k=int(BIG))
+    with pytest.raises(SqaError, match="top-k must be from 1 to 10,000"):  # the backends check too
+        gold_index.search("black sea", k=int(BIG))
     r = run_sqa(["search", "black sea", "-k", "10000", "--json", "--index-dir", d])  # the bound itself works
     assert r.returncode == 0 and 100 < len(json.loads(r.stdout)) < 9_251  # every paragraph with a query word
 
