@@ -48,3 +48,16 @@ def one_error_line(r: subprocess.CompletedProcess) -> str:
     assert len(lines) == 1, r.stderr[-3000:]
     assert lines[0].startswith("error: ") and "Traceback" not in r.stderr
     return lines[0]
+
+
+def step_reader(command: str) -> list[str]:
+    """``["--reader", "steps"]`` when ``sqa COMMAND`` has a ``--reader`` option (choosing the step
+    pipeline, which these tests exercise, over a reader that needs a trained head), else ``[]``."""
+    import typer.main
+
+    from sqa.cli import _register, app
+
+    _register()
+    sub = typer.main.get_command(app).commands.get(command)
+    opts = {o for p in getattr(sub, "params", []) for o in getattr(p, "opts", [])}
+    return ["--reader", "steps"] if "--reader" in opts else []

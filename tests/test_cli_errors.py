@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from cli_helpers import one_error_line, run_sqa
+from cli_helpers import one_error_line, run_sqa, step_reader
 from sqa.cli import main
 from sqa.indexing.embedded import TantivyBackend
 from sqa.strategyqa import load_questions
@@ -82,7 +82,7 @@ def test_a_partial_index_is_searched_with_a_warning_and_an_empty_one_is_an_error
 
     empty = tmp_path / "empty"
     TantivyBackend(empty).commit()  # a tantivy index without a paragraph
-    for args in (["search", "black sea"], ["ask", "Is the Black Sea deep?"]):
+    for args in (["search", "black sea"], ["ask", "Is the Black Sea deep?", *step_reader("ask")]):
         line = one_error_line(run_sqa(args + ["--index-dir", empty]))
         assert f"{empty}: the index holds no paragraphs" in line and "sqa index" in line
 
@@ -90,7 +90,7 @@ def test_a_partial_index_is_searched_with_a_warning_and_an_empty_one_is_an_error
 def test_eval_out_pointing_at_a_file_is_one_line(tmp_path, gold_index):
     f = tmp_path / "notes.txt"
     f.write_text("mine", encoding="utf-8")
-    line = one_error_line(run_sqa(["eval", "--split", "dev", "--limit", "1", "--out", f,
+    line = one_error_line(run_sqa(["eval", "--split", "dev", "--limit", "1", "--out", f, *step_reader("eval"),
                                    "--index-dir", gold_index.index_dir]))
     assert f"--out {f}: is a file" in line and f.read_text(encoding="utf-8") == "mine"
 
@@ -120,7 +120,7 @@ def test_a_failed_first_eval_does_not_block_the_same_command_later(tmp_path, gol
     model = ScriptedModel(["Who founded #0 Apple?", "When was #1 born?", "Is #2 before 1960?"])
     monkeypatch.setattr(reasoner_pkg, "load_model", lambda name, **kw: model)
     idx, out = tmp_path / "index", tmp_path / "run"
-    args = ["eval", "--split", "dev", "--limit", "2", "--out", str(out), "--index-dir", str(idx)]
+    args = ["eval", "--split", "dev", "--limit", "2", "--out", str(out), "--index-dir", str(idx), *step_reader("eval")]
     assert main(args) == 2
     assert "no index here" in capsys.readouterr().err
     assert json.loads((out / "run.json").read_text())["identity"]["index_paragraphs"] is None
@@ -144,7 +144,7 @@ def test_a_question_too_long_for_the_context_blames_the_question_not_k(gold_inde
     except SqaError as e:
         pytest.skip(f"0.5B model not available: {e}")
     question = "Is it true that " + " ".join(["the quick brown fox jumps over the lazy dog by the river"] * 600) + "?"
-    line = one_error_line(run_sqa(["ask", question, "--model", "qwen2.5-coder-0.5b", "-k", "3",
+    line = one_error_line(run_sqa(["ask", question, "--model", "qwen2.5-coder-0.5b", "-k", "3", *step_reader("ask"),
                                    "--index-dir", gold_index.index_dir]))
     assert "does not fit the model's context of 4,096 tokens" in line and "shorten the question" in line
     assert "fewer evidence paragraphs" not in line and "n_ctx" not in line
