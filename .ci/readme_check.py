@@ -132,9 +132,11 @@ def main() -> int:
             run(f"sqa search --backend elasticsearch, {label}", ["search", "black sea", "--backend", "elasticsearch"],
                 env={"SQA_ES_URL": url}, expect=expect)
 
-        # eval input
+        # eval input (the step pipeline where a --reader option offers one that needs a trained head)
+        help_text = subprocess.run([SQA, "eval", "--help"], capture_output=True, text=True).stdout
+        reader = ["--reader", "steps"] if "--reader" in help_text else []
         (tmp / "afile").write_text("mine", encoding="utf-8")
-        run("sqa eval --out FILE", ["eval", "--split", "dev", "--limit", "1", "--out", tmp / "afile",
+        run("sqa eval --out FILE", ["eval", "--split", "dev", "--limit", "1", "--out", tmp / "afile", *reader,
                                     "--index-dir", idx], expect="is a file")
         (tmp / "latin1.json").write_bytes('{"x": {"answer": true, "decomposition": ["caf\u00e9"]}}'.encode("latin-1"))
         run("sqa eval score NON-UTF8.json", ["eval", "score", tmp / "latin1.json"], expect="not UTF-8")
