@@ -122,7 +122,8 @@ def test_a_failed_first_eval_does_not_block_the_same_command_later(tmp_path, gol
     idx, out = tmp_path / "index", tmp_path / "run"
     args = ["eval", "--split", "dev", "--limit", "2", "--out", str(out), "--index-dir", str(idx), *step_reader("eval")]
     assert main(args) == 2
-    assert "no index here" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no index here" in err and err.count("\n") == 1, err  # one line: no progress-bar frame before it
     assert json.loads((out / "run.json").read_text())["identity"]["index_paragraphs"] is None
     shutil.copytree(gold_index.index_dir, idx)
     assert main(args) == 0

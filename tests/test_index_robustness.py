@@ -225,7 +225,18 @@ def test_a_second_concurrent_build_is_one_line(tmp_path):
     finally:
         be.close()
     assert str(d) in line and "another process is writing this index" in line
-    r = run_sqa(["index", "--preset", "strategyqa", "--index-dir", d])  # free again: builds
+    # 3) --fresh while another program writes: refused before anything is deleted
+    assert run_sqa(["index", "--preset", "strategyqa", "--index-dir", d]).returncode == 0
+    files = sorted(p.name for p in d.iterdir())
+    be = TantivyBackend(d)
+    be._get_writer()
+    try:
+        line = one_error_line(run_sqa(["index", "--preset", "strategyqa", "--fresh", "--index-dir", d]))
+    finally:
+        be.close()
+    assert "another process is writing this index" in line and "deleted nothing" in line
+    assert sorted(p.name for p in d.iterdir()) == files and read_manifest(d)["paragraph_count"] == N_GOLD
+    r = run_sqa(["index", "--preset", "strategyqa", "--fresh", "--index-dir", d])  # free again: builds
     assert r.returncode == 0 and f"in index {N_GOLD:,}" in r.stdout
 
 

@@ -136,7 +136,8 @@ def eval_command(
     console = Console(stderr=True)
     columns = [TextColumn("[bold]eval {task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[acc]}")]
-    with Progress(*columns, console=console, speed_estimate_period=24 * 3600.0) as progress:
+    with Progress(*columns, console=console, speed_estimate_period=24 * 3600.0,
+                  disable=not console.is_terminal) as progress:  # no bar frame in logs: an error stays one line
         tasks: list = []
 
         def on_progress(p) -> None:

@@ -158,7 +158,8 @@ def remove_index(index_dir: str | Path, dry_run: bool = False) -> tuple[int, lis
     check, delete nothing.
 
     Raises SqaError, deleting nothing, when the directory holds entries but no recognisable sqa
-    index (a slip such as ``--index-dir .`` or ``~``), or when ``index_dir`` is a file."""
+    index (a slip such as ``--index-dir .`` or ``~``), when another process holds the index's
+    tantivy writer lock, or when ``index_dir`` is a file."""
     d = Path(index_dir)
     ours, others = index_files(d)
     if not [e for e in ours if e.name != LOCK]:
@@ -169,18 +170,34 @@ def remove_index(index_dir: str | Path, dry_run: bool = False) -> tuple[int, lis
         return 0, []
     if dry_run:
         return 0, others
-    # the manifest last: an interrupted removal still leaves a directory recognised as an index
-    ours.sort(key=lambda e: e.name == MANIFEST)
-    n = 0
-    for e in ours:
-        if e.name == LOCK:
-            continue  # held by this build (see build_lock); kept
-        try:
-            e.unlink()
-            n += 1
-        except FileNotFoundError:
-            pass
-    return n, others
+    import fcntl
+
+    # tantivy's writer lock (an flock): taken by any process writing this index, sqa or not
+    writer_lock = open(d / ".tantivy-writer.lock", "a+b") if (d / ".tantivy-writer.lock").exists() else None
+    try:
+        if writer_lock is not None:
+            try:
+                fcntl.flock(writer_lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise SqaError(f"{d}: another process is writing this index (tantivy's writer lock is taken), so "
+                                   "--fresh deleted nothing; wait for it to finish, then run the same command again") from None
+                raise
+        # the manifest last: an interrupted removal still leaves a directory recognised as an index
+        ours.sort(key=lambda e: e.name == MANIFEST)
+        n = 0
+        for e in ours:
+            if e.name == LOCK:
+                continue  # held by this build (see build_lock); kept
+            try:
+                e.unlink()
+                n += 1
+            except FileNotFoundError:
+                pass
+        return n, others
+    finally:
+        if writer_lock is not None:
+            writer_lock.close()
 
 
 _held_locks: dict[str, int] = {}
