@@ -50,10 +50,7 @@ def index_command(
         remove_index(d, dry_run=True)  # a directory that is not an sqa index: refused before anything is written
     with build_lock(d):
         if fresh:
-            removed, kept = remove_index(d)
-            if kept:
-                console.print(f"--fresh: deleted the index's {removed:,} files in {d}; kept {len(kept):,} other "
-                              f"entries (e.g. {kept[0].name})", highlight=False)
+            _remove_local(d, backend, es_index, es_workers, console)
         manifest = read_manifest(d)
         resolved = [str(Path(f).expanduser().resolve()) for f in files]
         if manifest and manifest.get("corpus_files") == resolved and manifest.get("backend") == backend \
@@ -69,11 +66,26 @@ def index_command(
         _build(files, d, backend, preset, strict, fresh, es_index, es_workers, commit_every, console)
 
 
+def _remove_local(d: Path, backend: str, es_index: str, es_workers: int, console: Console) -> None:
+    """``--fresh``: delete the index files sqa recognises in ``d``. For Elasticsearch, the cluster's
+    index is deleted (and checked to be sqa's) first, so a refused index leaves ``d`` untouched."""
+    from sqa.indexing import open_backend
+    from sqa.indexing.build import remove_index
+
+    if backend == "elasticsearch":
+        open_backend(d, backend, create=True, es_index=es_index, workers=es_workers, fresh=True).close()
+    removed, kept = remove_index(d)
+    if kept:
+        console.print(f"--fresh: deleted the index's {removed:,} files in {d}; kept {len(kept):,} other "
+                      f"entries (e.g. {kept[0].name})", highlight=False)
+
+
 def _build(files, d: Path, backend: str, preset, strict: bool, fresh: bool, es_index: str, es_workers: int,
            commit_every: int, console: Console) -> None:
     from sqa.indexing import build_index, open_backend
 
-    options = {"es_index": es_index, "workers": es_workers, "fresh": fresh} if backend == "elasticsearch" else {}
+    # (--fresh already deleted and recreated the Elasticsearch index in _remove_local)
+    options = {"es_index": es_index, "workers": es_workers} if backend == "elasticsearch" else {}
     be = open_backend(d, backend, create=True, **options)
     warned = 0
 
