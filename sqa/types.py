@@ -18,6 +18,16 @@ class SqaError(Exception):
     """
 
 
+# The most paragraphs one search returns (-k / --k): Elasticsearch's default index.max_result_window,
+# used for both backends so that a typo such as -k 99999999999999999999 is an error, not a crash.
+MAX_K = 10_000
+
+
+class SqaWarning(UserWarning):
+    """A user-facing warning (e.g. searching a partial index): the CLI prints it as one
+    ``warning:`` line on stderr and goes on."""
+
+
 @dataclass(frozen=True)
 class Paragraph:
     """One corpus unit (a Wikipedia paragraph).

@@ -1,6 +1,15 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and the skip report.
+
+Every skipped test is counted and listed with its reason at the end of the run (a test that
+needs a missing package or server must say so, never pass silently). In CI (``CI=true``) or with
+``SQA_NO_SKIP=1`` a skip fails the run: CI installs everything (noida-db for the Elasticsearch
+tests, the GGUF models, torch), so a skip there means a test did not run that must.
+"""
 
 from __future__ import annotations
+
+import os
+import signal
 
 import pytest
 
@@ -16,3 +25,44 @@ def gold_index(tmp_path_factory):
     build_index(preset_files("strategyqa"), index_dir, be)
     yield be
     be.close()
+
+
+@pytest.fixture
+def python_sigint():
+    """Python's own Ctrl-C handler (KeyboardInterrupt) while the test runs, whatever the test run
+    was started with: a run started as a background job has SIGINT ignored, so a test that sends
+    itself SIGINT would otherwise see nothing happen."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Print how many tests were skipped and why (missing package, server or model)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    tr = terminalreporter
+    if not skipped:
+        tr.write_sep("=", "skipped: 0 (every test ran)", green=True)
+        return
+    reasons: dict[str, int] = {}
+    for rep in skipped:
+        longrepr = rep.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    tr.write_sep("=", f"skipped: {len(skipped)} test(s) did NOT run", yellow=True, bold=True)
+    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        tr.write_line(f"  {n:3d} x {reason}")
+    if _no_skip():
+        tr.write_line("CI=true / SQA_NO_SKIP=1: a skipped test fails this run", red=True, bold=True)
+
+
+def _no_skip() -> bool:
+    return bool(os.environ.get("SQA_NO_SKIP")) or os.environ.get("CI", "").lower() == "true"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _no_skip() and exitstatus == 0:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None and tr.stats.get("skipped"):
+            session.exitstatus = 1

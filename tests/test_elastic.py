@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import default_sigint
 from sqa.cli import main
 from sqa.indexing import build_index, open_backend, read_manifest
 from sqa.indexing.build import CHECKPOINT, MANIFEST
@@ -72,7 +73,7 @@ def es_url(tmp_path_factory):
     log = open(data / "noida.log", "wb")
     proc = subprocess.Popen([exe, "start", "--only", "elasticsearch", "--data-dir", str(data / "db"),
                              "--elasticsearch-port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=default_sigint)  # stopped with SIGINT below
     url = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
     while not _answers(url):
@@ -168,6 +169,25 @@ def test_unreachable_url_is_one_clear_error_naming_the_url(monkeypatch, capsys, 
 def test_redact_url_drops_credentials_only():
     assert redact_url("https://elastic:pw@es.example.org:9243/prefix") == "https://es.example.org:9243/prefix"
     assert redact_url("http://localhost:9200") == "http://localhost:9200"
+    assert redact_url("elastic:pw@es.example.org:9200") == "es.example.org:9200"  # no scheme
+    assert redact_url("http://elastic:pw@host:9abc/x") == "http://host:9abc/x"  # a bad port never raises
+
+
+@pytest.mark.parametrize("url, expect", [
+    ("elastic:Pa55word@127.0.0.1:9200", "has no scheme; write http://127.0.0.1:9200"),
+    ("http://elastic:Pa55word@127.0.0.1:9abc", "is not a number from 1 to 65535"),
+    ("http://127.0.0.1:99999", "is not a number from 1 to 65535"),
+    ("ftp://elastic:Pa55word@127.0.0.1:9200", "the scheme must be http or https"),
+])
+def test_a_malformed_es_url_is_one_line_and_never_shows_the_password(tmp_path, url, expect):
+    from cli_helpers import one_error_line, run_sqa
+
+    for args in (["search", "black sea", "--backend", "elasticsearch"],
+                 ["index", "--preset", "strategyqa", "--backend", "elasticsearch", "--index-dir", str(tmp_path)]):
+        r = run_sqa(args, env={"SQA_ES_URL": url})
+        line = one_error_line(r)
+        assert expect in line and "SQA_ES_URL=" in line
+        assert "Pa55word" not in r.stderr + r.stdout
 
 
 # --- against the server --------------------------------------------------------------------------
@@ -252,9 +272,10 @@ def test_resume_after_crash_between_commit_and_checkpoint(es_index, small_corpus
     be = ElasticsearchBackend(create=True, es_index=es_index)
     try:
         assert be.count() == 200  # two windows committed, one of them not checkpointed
-        report = build_index([corpus], d, be, commit_every=100, batch_size=100)
+        report = build_index([corpus], d, be, commit_every=50, batch_size=50)  # another --commit-every
         assert report.resumed and report.read == len(ids)
-        assert report.count == len(set(ids))
+        assert report.count == len(set(ids)) and report.duplicates == 0
+        assert read_manifest(d)["duplicates_replaced"] == 0
         assert (d / MANIFEST).exists() and not (d / CHECKPOINT).exists()
     finally:
         be.close()
@@ -296,6 +317,55 @@ def test_rejected_paragraphs_are_counted_and_fail_the_cli(es_index, small_corpus
     assert "1 paragraphs were rejected" in cap.err and "512" in cap.err
     m = read_manifest(tmp_path / "idx")
     assert m["es_item_errors"] == 1 and m["paragraph_count"] == 20
+    # the same command again must not call the failed build "already built"
+    code = main(["index", "--backend", "elasticsearch", "--es-index", es_index, "--corpus", str(bad),
+                 "--index-dir", str(tmp_path / "idx")])
+    err = capsys.readouterr().err
+    assert code == 2 and "already built" not in err
+    assert "1 paragraphs were rejected" in err and "--fresh" in err and err.count("\n") == 1
+
+
+@pytest.mark.es
+def test_an_evidence_id_twice_in_the_input_keeps_one_copy_and_is_counted(es_index, small_corpus, tmp_path, capsys):
+    corpus, ids = small_corpus
+    lines = corpus.read_text(encoding="utf-8").splitlines()[:30]
+    row = json.loads(lines[3])
+    lines.append(json.dumps({**row, "para": "the later copy"}))
+    dups = tmp_path / "dups.jsonl"
+    dups.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    d = tmp_path / "idx"
+    assert main(["index", "--backend", "elasticsearch", "--es-index", es_index, "--corpus", str(dups),
+                 "--index-dir", str(d)]) == 0
+    cap = capsys.readouterr()
+    assert "paragraphs read 31, indexed 31, skipped (malformed) 0, in index 30, duplicates replaced 1" in cap.out
+    assert "1 paragraphs had an evidence ID seen before" in cap.err
+    m = read_manifest(d)
+    assert m["duplicates_replaced"] == 1 and m["paragraph_count"] == 30
+    be = open_backend(d, "elasticsearch")
+    try:
+        assert [p.text for p in be.get([f"{row['title']}-{row['para_id']}"])] == ["the later copy"]
+    finally:
+        be.close()
+
+
+@pytest.mark.es
+def test_fresh_never_deletes_an_index_sqa_did_not_create(es_env, tmp_path, capsys):
+    from sqa.indexing.elastic import connect
+
+    name = f"someone-else-{uuid.uuid4().hex[:8]}"
+    es, _ = connect()
+    try:
+        es.indices.create(index=name, mappings={"properties": {"invoice": {"type": "keyword"}}})
+        es.index(index=name, id="1", document={"invoice": "A-17"}, refresh=True)
+        for extra in (["--fresh"], []):
+            code = main(["index", "--preset", "strategyqa", "--backend", "elasticsearch", "--es-index", name,
+                         "--index-dir", str(tmp_path / "idx"), *extra])
+            err = capsys.readouterr().err
+            assert code == 2 and f"'{name}' was not created by sqa" in err and err.count("\n") == 1
+        assert es.count(index=name)["count"] == 1 and es.get(index=name, id="1")["_source"] == {"invoice": "A-17"}
+    finally:
+        es.options(ignore_status=404).indices.delete(index=name)
+        es.close()
 
 
 @pytest.mark.es

@@ -251,7 +251,7 @@ def test_reasoner_results_out_of_order_or_self_example_are_errors(tmp_path):
         run_eval(_opts(limit=4), tmp_path / "b", Factory(Cheater))
 
 
-def test_ctrl_c_while_a_line_is_written_keeps_that_line(tmp_path, monkeypatch):
+def test_ctrl_c_while_a_line_is_written_keeps_that_line(tmp_path, monkeypatch, python_sigint):
     """Ctrl-C arriving during the write of the 4th line: the line is finished, counted in the
     predictions, and not redone on resume."""
     real_append = TraceLog.append
@@ -339,6 +339,7 @@ def test_run_recorded_before_an_identity_key_existed_still_resumes(tmp_path):
     del data["identity"]["retrieval"]
     run.write_text(json.dumps(data))
     assert check_run_file(tmp_path, opts, {"paragraph_count": 5})["identity"] == data["identity"]
+    (tmp_path / "traces.jsonl").write_text('{"qid": "x"}\n')  # an answered question: the run is protected
     with pytest.raises(SqaError, match="retrieval: True -> False"):
         check_run_file(tmp_path, EvalOptions(split="dev", model="m", decomposition="predicted", index_dir="/i",
                                              retrieval=False), {"paragraph_count": 5})

@@ -126,4 +126,6 @@ def test_leaderboard_only_present_keys_and_errors(tmp_path):
         load_predictions(bad)
     with pytest.raises(SqaError, match="no labels"):
         score_predictions({TEST_Q.qid: {"answer": True}}, [TEST_Q])
-    assert json.loads((write_predictions({ALBANY.qid: {"paragraphs": []}}, tmp_path / "o.json")).read_text())
+    written = write_predictions({ALBANY.qid: {"paragraphs": ["Albany, New York-2"]}}, tmp_path / "o.json")
+    assert json.loads(written.read_text(encoding="utf-8")) == {ALBANY.qid: {"paragraphs": ["Albany, New York-2"]}}
+    assert load_predictions(written) == {ALBANY.qid: {"paragraphs": ["Albany, New York-2"]}}

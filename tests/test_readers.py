@@ -87,7 +87,7 @@ def mixed_jsonl(tmp_path):
         f.write("\n".join(lines) + "\n")
     used = [good[0], good[1], good[3], good[4], *good[5:12]]  # good[2] is only used truncated
     valid = [f"{json.loads(g)['title']}-{json.loads(g)['para_id']}" for g in used]
-    bad = {3: "invalid JSON", 6: "missing field(s) para", 7: "wrong field types", 10: "wrong field types",
+    bad = {3: "invalid JSON", 6: "missing field(s) para", 7: "title must be a non-empty string", 10: "para must be a string",
            11: "not a JSON object", 19: "invalid JSON"}
     return path, valid, bad
 
@@ -176,3 +176,71 @@ def test_missing_truncated_and_non_json_files_raise_sqaerror_naming_the_file(tmp
     csv.write_text("title,para\nA,b\n", encoding="utf-8")
     with pytest.raises(SqaError, match=r"table.csv:1: not a JSON corpus file"):
         detect_format(csv)
+
+
+# --- wrong optional types, damaged compressed files ---------------------------------------------
+
+def test_wrong_types_in_any_field_are_malformed_lines_never_crashes_or_odd_ids(tmp_path):
+    """Valid JSON with a wrong type in an optional field (or an odd para_id) is one malformed
+    line: skipped and counted with its reason, the rest of the file is read."""
+    good = real_lines(10, start=2000)
+    rows = [json.loads(g) for g in good]
+    mutations = {
+        "headers must be a list of strings": [{"headers": 5}, {"headers": "abc"}, {"headers": ["a", 3]},
+                                              {"headers": {"a": 1}}],
+        "section must be a string": [{"section": 7}, {"section": ["Early life"]}, {"section": {"x": 1}}],
+        "para_id must be an integer or a non-empty string": [{"para_id": {"a": 1}}, {"para_id": 1.5},
+                                                             {"para_id": True}, {"para_id": [1]}, {"para_id": ""}],
+        "title must be a non-empty string": [{"title": ""}, {"title": ["x"]}],
+    }
+    lines, expect = list(good), {}
+    for reason, changes in mutations.items():
+        for change in changes:
+            lines.append(json.dumps({**rows[len(expect) % len(rows)], **change}))
+            expect[len(lines)] = reason
+    lines.append(json.dumps({**rows[0], "section": None, "headers": None, "para_id": "7b"}))  # null = absent: valid
+    path = tmp_path / "types.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    stats = ReadStats()
+    paras = list(read_corpus(path, stats=stats))
+    ids = [p.evidence_id for p in paras]
+    assert ids == [f"{r['title']}-{r['para_id']}" for r in rows] + [f"{rows[0]['title']}-7b"]
+    assert paras[-1].section == "" and paras[-1].headers == ()
+    assert all(isinstance(h, str) for p in paras for h in p.headers)
+    assert paras[0].headers == tuple(rows[0]["headers"]) and paras[0].section == rows[0]["section"]
+    assert stats.skipped == len(expect) == 14
+    assert {line: why for _, line, why in stats.errors}.keys() == expect.keys()
+    for _, line, why in stats.errors:
+        assert expect[line] in why, (line, why)
+
+
+def test_wrong_types_in_the_strategyqa_paragraph_file_are_malformed_entries(tmp_path):
+    with lzma.open(PARAGRAPHS_FILE, "rt", encoding="utf-8") as f:
+        data = json.load(f)
+    keys = list(data)[:3]
+    small = {k: data[k] for k in keys}
+    small["Bad-1"] = {**data[keys[0]], "headers": 5}
+    small["Bad-2"] = {**data[keys[0]], "section": 7}
+    small["Bad-3"] = {**data[keys[0]], "headers": "abc"}
+    path = tmp_path / "paras.json"
+    path.write_text(json.dumps(small), encoding="utf-8")
+    stats = ReadStats()
+    assert [p.evidence_id for p in read_corpus(path, stats=stats)] == keys
+    assert [e[1] for e in stats.errors] == [4, 5, 6] and stats.skipped == 3
+
+
+@pytest.mark.parametrize("damage", ["truncated", "trailing garbage", "corrupt middle"])
+def test_a_small_damaged_gzip_raises_sqaerror_naming_the_file(tmp_path, damage):
+    data = gzip.compress(("\n".join(real_lines(50)) + "\n").encode())
+    assert len(data) < 65536  # small: the format sniffing reads it whole
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    elif damage == "trailing garbage":
+        data = data + b"garbage!!"
+    else:
+        mid = len(data) // 2
+        data = data[:mid] + bytes(b ^ 0xFF for b in data[mid:mid + 64]) + data[mid + 64:]
+    path = tmp_path / "small.jsonl.gz"
+    path.write_bytes(data)
+    with pytest.raises(SqaError, match="small.jsonl.gz: compressed stream is truncated or corrupt"):
+        list(read_corpus(path))

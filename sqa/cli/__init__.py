@@ -1,13 +1,17 @@
 """The ``sqa`` console command: a thin layer that parses options, calls the packages and prints.
 
 Subcommands: ``index``, ``search``, ``ask``, ``eval`` (each in its own module here). Every
-subcommand takes ``--index-dir`` and ``--backend``. A ``SqaError`` becomes one line on stderr and
-exit code 2; Ctrl-C exits with 130 after the command has saved what it finished.
+subcommand takes ``--index-dir`` and ``--backend``. ``main`` is the one error boundary: a usage
+error, a ``SqaError`` or an OSError / ValueError / EOFError / library error that bad input can cause
+becomes one line on stderr (``error: ...``, see :mod:`sqa.cli.errors`) and exit code 2; Ctrl-C exits
+with 130 after the command has saved what it finished; ``SqaWarning`` is one ``warning:`` line.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import warnings
 
 import typer
 
@@ -22,59 +26,99 @@ app = typer.Typer(
 )
 
 
+_default_showwarning = warnings.showwarning
+
+
 def _register() -> None:
     from sqa.cli import ask, eval as eval_cmd, index, search, train_head  # noqa: F401  (modules register commands on `app`)
 
 
-def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
-    """(ClickException classes, Abort classes) of click and of the copy typer >= 0.20 vendors as
-    ``typer._click`` (its usage errors are not ``click`` exceptions)."""
-    import click
+INTERRUPTED = "interrupted: finished work was saved; run the same command again to resume"
 
-    exc, abort = [click.exceptions.ClickException], [click.exceptions.Abort]
-    try:
-        from typer._click import exceptions as vendored
-    except ImportError:
-        pass
+
+def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    from sqa.types import SqaWarning
+
+    if issubclass(category, SqaWarning):
+        from sqa.cli.errors import redact
+
+        print(f"warning: {redact(' '.join(str(message).split()))}", file=sys.stderr)
     else:
-        exc.append(vendored.ClickException)
-        if hasattr(vendored, "Abort"):
-            abort.append(vendored.Abort)
-    if isinstance(getattr(typer, "Abort", None), type):
-        abort.append(typer.Abort)
-    return tuple(exc), tuple(abort)
+        _default_showwarning(message, category, filename, lineno, file, line)
+
+
+def _run(argv: list[str] | None) -> int:
+    """Parse ``argv`` and run the command, raising whatever it raises (no exception translation:
+    click's own ``main`` would turn EOFError into Abort and print a blank line)."""
+    import typer.main
+
+    from sqa.cli.errors import click_classes
+
+    cls = click_classes()
+    cmd = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        with cmd.make_context("sqa", args) as ctx:
+            rc = cmd.invoke(ctx)
+    except cls["exit"] as e:  # --help, typer.Exit(n)
+        return int(getattr(e, "exit_code", 0) or 0)
+    return rc if isinstance(rc, int) and not isinstance(rc, bool) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``sqa`` script; returns the process exit code."""
-    _register()
+    """Entry point of the ``sqa`` script; returns the process exit code: 0 on success, 2 with one
+    line on stderr for bad input (usage errors included), 130 for Ctrl-C, 1 for a bug (with its
+    traceback). Set ``SQA_DEBUG=1`` to get the traceback of every error."""
+    import traceback
+    import warnings
+
+    from sqa.cli.errors import click_classes, error_line, usage_error_line
+
+    debug = bool(os.environ.get("SQA_DEBUG"))
+    old_show = warnings.showwarning
+    warnings.showwarning = _print_warning
     try:
-        rc = app(args=argv, standalone_mode=False)
-    except SqaError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        _register()
+        return _run(argv)
     except KeyboardInterrupt:
-        print("interrupted: finished work was saved; run the same command again to resume", file=sys.stderr)
+        print(INTERRUPTED, file=sys.stderr)
         return 130
-    except typer.Exit as e:
-        return e.exit_code
-    except SystemExit as e:  # click usage errors
-        return int(e.code or 0)
-    except Exception as e:  # click.exceptions.UsageError and friends
-        click_exc, abort_exc = _click_exception_types()
-        if isinstance(e, click_exc):
-            e.show()
-            return e.exit_code
-        if isinstance(e, abort_exc):
-            print("aborted", file=sys.stderr)
+    except BrokenPipeError:  # `sqa search ... | head`: the reader left; say nothing more
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return 1
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        cls = click_classes()
+        if isinstance(e, cls["abort"]):  # click's Ctrl-C at a prompt
+            print(INTERRUPTED, file=sys.stderr)
             return 130
-        raise
-    # not standalone, typer returns (not raises) the code of Exit(n), and of Ctrl-C as 130
-    if isinstance(rc, int) and not isinstance(rc, bool) and rc:
-        if rc == 130:
-            print("interrupted: finished work was saved; run the same command again to resume", file=sys.stderr)
-        return rc
-    return 0
+        if isinstance(e, cls["no_args"]):  # bare `sqa`: the help on stdout, the error on stderr
+            print(e.format_message())
+            print("error: no command given; run one of the commands above, e.g. `sqa index --preset mini`",
+                  file=sys.stderr)
+            return 2
+        if isinstance(e, cls["usage"]):
+            print(f"error: {usage_error_line(e)}", file=sys.stderr)
+            return 2
+        if isinstance(e, cls["click"]):
+            print(f"error: {usage_error_line(e)}", file=sys.stderr)
+            return 2
+        line = error_line(e)
+        if line is None:  # a bug: keep its traceback
+            if not debug:
+                traceback.print_exc()
+            print(f"error: internal error ({type(e).__name__}); please report it with the traceback above",
+                  file=sys.stderr)
+            return 1
+        print(f"error: {line}", file=sys.stderr)
+        return 2
+    finally:
+        warnings.showwarning = old_show
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from rich.markup import escape
 from sqa.cli import app
 from sqa.cli.common import BackendOpt, DecisionOpt, IndexDirOpt, resolve_index_dir
 from sqa.reasoner.reasoner import DEFAULT_DECISION, parse_decision
-from sqa.types import SqaError
+from sqa.types import MAX_K, SqaError
 
 
 def _snippet(text: str, width: int = 160) -> str:
@@ -56,8 +56,8 @@ def ask_command(
 
     if not question.strip():
         raise SqaError("empty question; pass the question text, e.g. sqa ask \"Is the sun a star?\"")
-    if k < 1:
-        raise SqaError(f"--k must be at least 1 (got {k})")
+    if not 1 <= k <= MAX_K:
+        raise SqaError(f"--k must be from 1 to {MAX_K:,} (got {k})")
     if decomposition not in ("predicted", "question"):
         raise SqaError(f"--decomposition {decomposition!r}: use predicted or question")
     parse_decision(decision)  # fail before loading the model

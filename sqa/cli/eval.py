@@ -239,7 +239,8 @@ def eval_command(
     console = Console(stderr=True)
     columns = [TextColumn("[bold]eval {task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[acc]}")]
-    with Progress(*columns, console=console, speed_estimate_period=24 * 3600.0) as progress:
+    with Progress(*columns, console=console, speed_estimate_period=24 * 3600.0,
+                  disable=not console.is_terminal) as progress:  # no bar frame in logs: an error stays one line
         tasks: list = []
 
         def on_progress(p) -> None:
@@ -293,6 +294,14 @@ def score_command(
     from sqa.strategyqa import load_questions
 
     preds = load_predictions(predictions)
+    from sqa.strategyqa import questions_by_id
+
+    known = questions_by_id()
+    unknown = [qid for qid in preds if qid not in known]
+    if unknown:
+        raise SqaError(f"{predictions}: {len(unknown):,} of {len(preds):,} predictions are for qids that are not "
+                       f"StrategyQA questions, e.g. {unknown[0]!r}; check the file's keys (qids like "
+                       f"{next(iter(known))!r})")
     split = split or _infer_split(list(preds))
     questions = load_questions(split)
     if split in ("test", "all"):

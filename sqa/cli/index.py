@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -23,37 +22,70 @@ def index_command(
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed line instead of skipping and counting it.")] = False,
-    fresh: Annotated[bool, typer.Option(help="Delete the existing index (and checkpoint) first.")] = False,
+    fresh: Annotated[bool, typer.Option(help="Delete the index in --index-dir (and its checkpoint) first; only a directory "
+                                             "that sqa recognises as its index is touched, and only the index's files.")] = False,
     es_index: Annotated[str, typer.Option(help="Elasticsearch index name (elasticsearch backend).")] = "sqa-paragraphs",
     es_workers: Annotated[int, typer.Option(help="Parallel bulk workers (elasticsearch backend).")] = 4,
     commit_every: Annotated[int, typer.Option(help="Paragraphs between checkpoints (resume granularity).")] = 200_000,
 ) -> None:
     """Build the BM25 paragraph index once; re-running after an interruption resumes it."""
-    from sqa.indexing import build_index, open_backend, preset_files, read_manifest
-    from sqa.indexing.build import CHECKPOINT
+    from sqa.indexing import preset_files, read_manifest
+    from sqa.indexing.build import CHECKPOINT, build_lock, remove_index
 
     if preset and corpus:
         raise SqaError("give either --preset or --corpus, not both")
     if not preset and not corpus:
         preset = "mini"
+    if backend not in ("embedded", "elasticsearch"):
+        raise SqaError(f"unknown backend {backend!r}; use one of embedded, elasticsearch")
+    if commit_every < 1:
+        raise SqaError(f"--commit-every must be at least 1 (got {commit_every})")
+    if es_workers < 1:
+        raise SqaError(f"--es-workers must be at least 1 (got {es_workers})")
     files = preset_files(preset) if preset else list(corpus)
     d = resolve_index_dir(index_dir)
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # one message, one line
 
-    if fresh and d.exists():
-        if backend == "embedded":
-            shutil.rmtree(d)
-        else:
-            (d / CHECKPOINT).unlink(missing_ok=True)
-            (d / "manifest.json").unlink(missing_ok=True)
-    manifest = read_manifest(d)
-    resolved = [str(Path(f).expanduser().resolve()) for f in files]
-    if manifest and manifest.get("corpus_files") == resolved and manifest.get("backend") == backend and not (d / CHECKPOINT).exists():
-        console.print(f"index already built in {d}: {manifest['paragraph_count']:,} paragraphs "
-                      f"({manifest['backend']}); use --fresh to rebuild")
-        return
+    if fresh:
+        remove_index(d, dry_run=True)  # a directory that is not an sqa index: refused before anything is written
+    with build_lock(d):
+        if fresh:
+            _remove_local(d, backend, es_index, es_workers, console)
+        manifest = read_manifest(d)
+        resolved = [str(Path(f).expanduser().resolve()) for f in files]
+        if manifest and manifest.get("corpus_files") == resolved and manifest.get("backend") == backend \
+                and not (d / CHECKPOINT).exists():
+            rejected = manifest.get("es_item_errors") or manifest.get("paragraphs_rejected") or 0
+            if rejected:
+                first = "; ".join((manifest.get("es_first_errors") or [])[:1])
+                raise SqaError(f"{d}: this index was built, but {rejected:,} paragraphs were rejected by the "
+                               f"{manifest['backend']} backend (first: {first}); fix the corpus, then rebuild with --fresh")
+            console.print(f"index already built in {d}: {manifest['paragraph_count']:,} paragraphs "
+                          f"({manifest['backend']}); use --fresh to rebuild")
+            return
+        _build(files, d, backend, preset, strict, fresh, es_index, es_workers, commit_every, console)
 
-    options = {"es_index": es_index, "workers": es_workers, "fresh": fresh} if backend == "elasticsearch" else {}
+
+def _remove_local(d: Path, backend: str, es_index: str, es_workers: int, console: Console) -> None:
+    """``--fresh``: delete the index files sqa recognises in ``d``. For Elasticsearch, the cluster's
+    index is deleted (and checked to be sqa's) first, so a refused index leaves ``d`` untouched."""
+    from sqa.indexing import open_backend
+    from sqa.indexing.build import remove_index
+
+    if backend == "elasticsearch":
+        open_backend(d, backend, create=True, es_index=es_index, workers=es_workers, fresh=True).close()
+    removed, kept = remove_index(d)
+    if kept:
+        console.print(f"--fresh: deleted the index's {removed:,} files in {d}; kept {len(kept):,} other "
+                      f"entries (e.g. {kept[0].name})", highlight=False)
+
+
+def _build(files, d: Path, backend: str, preset, strict: bool, fresh: bool, es_index: str, es_workers: int,
+           commit_every: int, console: Console) -> None:
+    from sqa.indexing import build_index, open_backend
+
+    # (--fresh already deleted and recreated the Elasticsearch index in _remove_local)
+    options = {"es_index": es_index, "workers": es_workers} if backend == "elasticsearch" else {}
     be = open_backend(d, backend, create=True, **options)
     warned = 0
 
@@ -61,7 +93,7 @@ def index_command(
         nonlocal warned
         warned += 1
         if warned <= 20:
-            console.print(f"[yellow]skipped[/] {path}:{line}: {reason}")
+            console.print(f"[yellow]skipped[/] {path}:{line}: {reason}", markup=True, highlight=False)
         elif warned == 21:
             console.print("[yellow]more malformed lines skipped; the count is in the summary[/]")
 
@@ -88,7 +120,9 @@ def index_command(
         first = "; ".join(getattr(be, "first_errors", [])[:3])
         raise SqaError(f"{item_errors:,} paragraphs were rejected by the {report.backend} backend (first: {first}); "
                        f"the index holds {report.count:,} of {report.read:,} paragraphs read (details in {d / 'manifest.json'})")
-    if report.count != report.read:
-        console.print(f"[yellow]warning:[/] the index holds {report.count:,} paragraphs but {report.read:,} were read "
-                      f"(duplicate evidence IDs in the corpus, or an index that already held other paragraphs; "
-                      f"use --fresh to rebuild from these files only)")
+    if report.duplicates:
+        before = (f"; the index already held {report.preexisting:,} paragraphs before this build (use --fresh to "
+                  f"rebuild from these files only)" if report.preexisting else "")
+        console.print(f"[yellow]warning:[/] {report.duplicates:,} paragraphs had an evidence ID seen before: the later "
+                      f"copy replaced the earlier one, so the index holds one copy of each ({report.count:,} paragraphs; "
+                      f"counted as duplicates_replaced in {d / 'manifest.json'}){before}")

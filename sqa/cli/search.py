@@ -11,7 +11,7 @@ from rich.table import Table
 
 from sqa.cli import app
 from sqa.cli.common import BackendOpt, IndexDirOpt, resolve_index_dir
-from sqa.types import SqaError
+from sqa.types import MAX_K, SqaError
 
 
 def snippet(text: str, width: int = 160) -> str:
@@ -35,6 +35,8 @@ def search_command(
         raise SqaError("empty query; give some words to search for")
     if k < 1:
         raise SqaError(f"-k must be at least 1 (got {k})")
+    if k > MAX_K:
+        raise SqaError(f"-k must be at most {MAX_K:,} (got {k}); use e.g. -k 10")
     be = open_backend(resolve_index_dir(index_dir), backend)
     try:
         hits = be.search(query, k)

@@ -50,13 +50,20 @@ def validate_predictions(data, source: str = "<predictions>") -> dict[str, dict]
 
 
 def load_predictions(path: str | Path) -> dict[str, dict]:
-    """Read and validate a leaderboard predictions file. Raises SqaError naming the file."""
+    """Read and validate a leaderboard predictions file. Raises SqaError naming the file when it is
+    missing, a directory, unreadable, not UTF-8, not JSON or not in the leaderboard format."""
     path = Path(path)
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except FileNotFoundError:
         raise SqaError(f"{path}: predictions file not found; check the path") from None
+    except IsADirectoryError:
+        raise SqaError(f"{path}: is a directory; give the predictions JSON file (e.g. {path}/predictions.json)") from None
+    except PermissionError:
+        raise SqaError(f"{path}: permission denied reading the predictions file; check its permissions") from None
+    except UnicodeDecodeError as e:
+        raise SqaError(f"{path}: not UTF-8 text (byte {e.start:,}); a predictions file is UTF-8 JSON") from None
     except json.JSONDecodeError as e:
         raise SqaError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     return validate_predictions(data, str(path))

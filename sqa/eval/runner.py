@@ -49,7 +49,7 @@ from sqa.eval.metrics import recall_at_k
 from sqa.reasoner.reasoner import DEFAULT_DECISION, SIGNALS, parse_decision
 from sqa.reasoner.trace import ReasoningResult, StepTrace
 from sqa.strategyqa import SPLITS, load_questions
-from sqa.types import Question, SqaError
+from sqa.types import MAX_K, Question, SqaError
 
 DECOMPOSITIONS = ("predicted", "gold", "question")
 READERS = ("facts", "steps")
@@ -119,8 +119,8 @@ class EvalOptions:
         if self.decomposition == "gold" and self.split in ("test", "all"):
             raise SqaError(f"--decomposition gold needs annotated steps, which the {self.split} split's test questions "
                            "do not have; use predicted or question, or a labelled split (train, dev, train-2061)")
-        if self.k < 1:
-            raise SqaError(f"top-k must be at least 1 (got {self.k})")
+        if not 1 <= self.k <= MAX_K:
+            raise SqaError(f"top-k must be from 1 to {MAX_K:,} (got {self.k})")
         if self.batch_size < 1:
             raise SqaError(f"batch size must be at least 1 (got {self.batch_size})")
         if self.folds < 2:
@@ -379,7 +379,12 @@ def _write_json_atomic(path: Path, obj) -> None:
 def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None) -> dict:
     """Create ``run.json`` or check that the recorded run has the same identity.
 
-    Raises SqaError listing the differing options, telling the user to pick another ``--out``."""
+    Raises SqaError listing the differing options, telling the user to pick another ``--out``
+    (a recorded run without a single answered question is replaced instead), or when ``out_dir``
+    is a file."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SqaError(f"--out {out_dir}: is a file; give a directory for the run (a new one starts a run, the same "
+                       "one resumes it)")
     identity = options.identity()
     identity["index_paragraphs"] = (index_info or {}).get("paragraph_count")
     path = out_dir / RUN_FILE
@@ -394,10 +399,13 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None)
         old = {key: old.get(key, EvalOptions.LEGACY.get(key, fields[key].default if key in fields else None))
                for key in identity} | old
         diff = [f"{key}: {old.get(key)!r} -> {identity.get(key)!r}" for key in identity if old.get(key) != identity.get(key)]
-        if diff:
+        if not diff:
+            return recorded
+        if (out_dir / TRACES_FILE).exists() and (out_dir / TRACES_FILE).stat().st_size:
             raise SqaError(f"{out_dir}: holds a run with other options ({'; '.join(diff)}); use another --out "
                            "to start a new run, or the recorded options to resume it")
-        return recorded
+        # no question answered yet (a first session that failed, e.g. before the index existed):
+        # nothing to protect, so the new options replace the recorded ones
     elif (out_dir / TRACES_FILE).exists() and (out_dir / TRACES_FILE).stat().st_size:
         raise SqaError(f"{out_dir}: has {TRACES_FILE} but no {RUN_FILE}, so its options are unknown; use another --out")
     recorded = {"format": RUN_FORMAT, "identity": identity, "options": options.to_dict(), "index": index_info or {},

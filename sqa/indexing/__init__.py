@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqa.indexing.build import BuildReport, build_index, read_manifest
-from sqa.types import SearchBackend, SqaError
+import warnings
+
+from sqa.indexing.build import CHECKPOINT, BuildReport, build_index, read_manifest
+from sqa.types import MAX_K, SearchBackend, SqaError, SqaWarning
 
 BACKENDS = ("embedded", "elasticsearch")
 
@@ -32,19 +34,48 @@ def open_backend(index_dir: str | Path, backend: str = "embedded", create: bool 
     ``embedded``: the tantivy index in ``index_dir`` (raises SqaError if missing and not ``create``).
     ``elasticsearch``: the cluster at ``$SQA_ES_URL`` (index name from ``options['es_index']``,
     the manifest, or ``sqa-paragraphs``); ``index_dir`` keeps the manifest and checkpoint.
+    To search (``create`` false), an index without a single paragraph raises SqaError, and a
+    partial one (a build was interrupted, or no build finished: a checkpoint and no manifest)
+    issues an ``SqaWarning`` saying how to finish it (the CLI prints it as one line).
     """
     if backend == "embedded":
         from sqa.indexing.embedded import TantivyBackend
 
-        return TantivyBackend(index_dir, create=create, **options)
-    if backend == "elasticsearch":
+        be = TantivyBackend(index_dir, create=create, **options)
+    elif backend == "elasticsearch":
         from sqa.indexing.elastic import ElasticsearchBackend
 
         manifest = read_manifest(index_dir) or {}
         if "es_index" not in options and manifest.get("es_index"):
             options["es_index"] = manifest["es_index"]
-        return ElasticsearchBackend(create=create, **options)
-    raise SqaError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+        be = ElasticsearchBackend(create=create, **options)
+    else:
+        raise SqaError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    if not create:
+        try:
+            check_searchable(index_dir, be)
+        except BaseException:
+            be.close()
+            raise
+    return be
 
 
-__all__ = ["BACKENDS", "BuildReport", "build_index", "open_backend", "preset_files", "read_manifest"]
+def check_searchable(index_dir: str | Path, be: SearchBackend) -> None:
+    """Raise SqaError if ``be`` holds no paragraph; warn (``SqaWarning``) if the build of
+    ``index_dir`` did not finish. See ``open_backend``."""
+    d = Path(index_dir)
+    where = d if be.name == "embedded" else f"Elasticsearch index {getattr(be, 'es_index', '?')!r} ({d})"
+    n = be.count()
+    build = f"`sqa index --index-dir {d}` with the same options" + (" --backend elasticsearch" if be.name != "embedded" else "")
+    if n == 0:
+        raise SqaError(f"{where}: the index holds no paragraphs; build it with {build}")
+    if (d / CHECKPOINT).exists():
+        warnings.warn(f"{where}: partial index ({n:,} paragraphs): its build was interrupted; run {build} to finish it",
+                      SqaWarning, stacklevel=3)
+    elif read_manifest(d) is None and be.name == "embedded":
+        warnings.warn(f"{where}: no manifest.json, so this index's build may not have finished ({n:,} paragraphs); "
+                      f"run {build} to finish it", SqaWarning, stacklevel=3)
+
+
+__all__ = ["BACKENDS", "MAX_K", "BuildReport", "build_index", "check_searchable", "open_backend", "preset_files",
+           "read_manifest"]

@@ -4,26 +4,42 @@ Resume protocol (kill -9 safe): paragraphs are added in windows of ``commit_ever
 window the backend commits, then ``checkpoint.json`` is atomically replaced with the position
 reached (file index, lines consumed, counters). A re-run with the same corpus files skips to that
 position. If the process died after a commit but before its checkpoint was written, the window
-is re-added; writes are upserts by evidence ID (tantivy: delete-by-term + add; Elasticsearch:
-``_id`` = evidence ID), so the index still ends with exactly one copy of every paragraph.
+is re-added; a paragraph whose evidence ID is already in the index replaces it (tantivy: the
+backend looks the ID up in the committed index and in the window being written, then
+delete-by-term + add; Elasticsearch: ``_id`` = evidence ID), so the index still ends with exactly
+one copy of every paragraph, whatever ``commit_every`` the resumed run uses. The same holds for an
+evidence ID that occurs twice in the input: the later copy replaces the earlier one (as
+Elasticsearch's overwrite does), and the build counts these replacements
+(``duplicates_replaced`` = paragraphs held before + read - rejected - in the index at the end).
 When the build completes, ``manifest.json`` records backend, corpus files, counts and build time,
-and the checkpoint is removed.
+and the checkpoint is removed. A lock file (``.sqa-build.lock``, ``flock``) keeps a second build
+out of the same directory; Ctrl-C is held while a commit and its checkpoint are written.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import signal
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from sqa.indexing.readers import ReadStats, read_corpus
 from sqa.types import SearchBackend, SqaError
 
 MANIFEST = "manifest.json"
 CHECKPOINT = "checkpoint.json"
+LOCK = ".sqa-build.lock"
+# tantivy's own files: its meta, its list of managed files, its lock files, and segment files
+# (``<uuid hex>.<component>``, deletes as ``<uuid hex>.<opstamp>.del``)
+_TANTIVY_FILES = ("meta.json", ".managed.json", ".tantivy-meta.lock", ".tantivy-writer.lock")
+_SEGMENT_FILE = re.compile(r"^[0-9a-f]{32}(\.\d+)?\.(idx|pos|term|fast|fieldnorm|store|del)$")
 
 
 @dataclass
@@ -56,10 +72,14 @@ class BuildReport:
     seconds: float = 0.0
     resumed: bool = False
     errors: list = field(default_factory=list)
+    preexisting: int = 0  # paragraphs the index held before this build started
+    rejected: int = 0  # paragraphs the backend refused (Elasticsearch per-item errors)
+    duplicates: int = 0  # paragraphs that replaced one with the same evidence ID (see the module doc)
 
     def summary(self) -> str:
         return (f"paragraphs read {self.read:,}, indexed {self.indexed:,}, skipped (malformed) {self.skipped:,}, "
-                f"in index {self.count:,}, {self.seconds:,.1f} s" + (" (resumed)" if self.resumed else ""))
+                f"in index {self.count:,}" + (f", duplicates replaced {self.duplicates:,}" if self.duplicates else "")
+                + f", {self.seconds:,.1f} s" + (" (resumed)" if self.resumed else ""))
 
 
 def _atomic_write_json(path: Path, obj) -> None:
@@ -72,14 +92,173 @@ def _atomic_write_json(path: Path, obj) -> None:
 
 
 def read_manifest(index_dir: str | Path) -> dict | None:
-    """The index's ``manifest.json`` as a dict, or None if the directory has none."""
+    """The index's ``manifest.json`` as a dict, or None if the directory has none.
+
+    Raises SqaError naming the file when it is not a JSON object or cannot be read."""
     p = Path(index_dir) / MANIFEST
-    if not p.exists():
+    if not p.is_file():
         return None
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise SqaError(f"{p}:{e.lineno}: manifest is not valid JSON; rebuild with `sqa index --fresh`") from None
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as e:
+        where = f"{p}:{e.lineno}" if isinstance(e, json.JSONDecodeError) else str(p)
+        raise SqaError(f"{where}: cannot read the index manifest ({type(e).__name__}); rebuild with "
+                       "`sqa index --fresh`") from None
+    if not isinstance(data, dict):
+        raise SqaError(f"{p}: the index manifest is not a JSON object; rebuild with `sqa index --fresh`")
+    return data
+
+
+def _json_file(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def index_files(index_dir: str | Path) -> tuple[list[Path], list[Path]]:
+    """``(ours, others)``: the entries of ``index_dir`` that belong to an sqa index (its manifest,
+    checkpoint and lock, and the tantivy files of an index with sqa's ``evidence_id`` field) and
+    every other entry. An index is recognised by a manifest or checkpoint naming its backend and
+    corpus files, or by tantivy's ``meta.json`` with sqa's schema; without one, every entry counts
+    as other (nothing is ours)."""
+    d = Path(index_dir)
+    try:
+        entries = sorted(d.iterdir())
+    except FileNotFoundError:
+        return [], []
+    except NotADirectoryError:
+        raise SqaError(f"{d}: is a file, not an index directory; give a directory to --index-dir") from None
+
+    def sqa_record(name: str) -> bool:
+        obj = _json_file(d / name)
+        return isinstance(obj, dict) and "backend" in obj and "corpus_files" in obj
+
+    meta = _json_file(d / "meta.json")
+    tantivy_ok = (isinstance(meta, dict) and "segments" in meta and
+                  any(isinstance(f, dict) and f.get("name") == "evidence_id" for f in meta.get("schema") or []))
+    if not (sqa_record(MANIFEST) or sqa_record(CHECKPOINT) or tantivy_ok):
+        lock = [e for e in entries if e.name == LOCK and e.is_file()]
+        return lock, [e for e in entries if e not in lock]  # a lock alone: what a build left before its first write
+    managed = _json_file(d / ".managed.json") if tantivy_ok else None
+    managed = set(managed) if isinstance(managed, list) and all(isinstance(x, str) for x in managed) else set()
+    own = {MANIFEST, CHECKPOINT, MANIFEST + ".tmp", CHECKPOINT + ".tmp", LOCK}
+    ours, others = [], []
+    for e in entries:
+        n = e.name
+        is_ours = n in own or (tantivy_ok and (n in _TANTIVY_FILES or n in managed or _SEGMENT_FILE.match(n)))
+        (ours if is_ours and not e.is_dir() else others).append(e)
+    return ours, others
+
+
+def remove_index(index_dir: str | Path, dry_run: bool = False) -> tuple[int, list[Path]]:
+    """Delete the sqa index in ``index_dir`` (``sqa index --fresh``): only the files
+    ``index_files`` recognises as the index's, never anything else. Returns ``(files deleted,
+    other entries kept)``. A missing or empty directory is fine (nothing to do). ``dry_run``: only
+    check, delete nothing.
+
+    Raises SqaError, deleting nothing, when the directory holds entries but no recognisable sqa
+    index (a slip such as ``--index-dir .`` or ``~``), when another process holds the index's
+    tantivy writer lock, or when ``index_dir`` is a file."""
+    d = Path(index_dir)
+    ours, others = index_files(d)
+    if not [e for e in ours if e.name != LOCK]:
+        if others:
+            shown = ", ".join(e.name for e in others[:3]) + (f" and {len(others) - 3:,} more" if len(others) > 3 else "")
+            raise SqaError(f"{d}: not an sqa index (it holds {shown}); --fresh deletes only an index that sqa built, "
+                           "so nothing was deleted; give the index's own directory or a new one to --index-dir")
+        return 0, []
+    if dry_run:
+        return 0, others
+    import fcntl
+
+    # tantivy's writer lock (an flock): taken by any process writing this index, sqa or not
+    writer_lock = open(d / ".tantivy-writer.lock", "a+b") if (d / ".tantivy-writer.lock").exists() else None
+    try:
+        if writer_lock is not None:
+            try:
+                fcntl.flock(writer_lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise SqaError(f"{d}: another process is writing this index (tantivy's writer lock is taken), so "
+                                   "--fresh deleted nothing; wait for it to finish, then run the same command again") from None
+                raise
+        # the manifest last: an interrupted removal still leaves a directory recognised as an index
+        ours.sort(key=lambda e: e.name == MANIFEST)
+        n = 0
+        for e in ours:
+            if e.name == LOCK:
+                continue  # held by this build (see build_lock); kept
+            try:
+                e.unlink()
+                n += 1
+            except FileNotFoundError:
+                pass
+        return n, others
+    finally:
+        if writer_lock is not None:
+            writer_lock.close()
+
+
+_held_locks: dict[str, int] = {}
+
+
+@contextmanager
+def build_lock(index_dir: str | Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``index_dir/.sqa-build.lock`` (created, with the directory, if
+    missing) while a build runs; re-entrant within one process. Raises SqaError when another
+    process holds it, or when ``index_dir`` is a file."""
+    import fcntl
+
+    d = Path(index_dir)
+    if d.exists() and not d.is_dir():
+        raise SqaError(f"{d}: is a file, not an index directory; give a directory to --index-dir")
+    d.mkdir(parents=True, exist_ok=True)
+    key = str(d.resolve())
+    if _held_locks.get(key):
+        _held_locks[key] += 1
+        try:
+            yield
+        finally:
+            _held_locks[key] -= 1
+        return
+    f = open(d / LOCK, "a+b")
+    try:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise SqaError(f"{d}: another `sqa index` is building this index; wait for it to finish (or stop it), "
+                               "then run the same command again") from None
+            raise
+        _held_locks[key] = 1
+        try:
+            yield
+        finally:
+            _held_locks.pop(key, None)
+    finally:
+        f.close()  # releases the lock
+
+
+@contextmanager
+def _hold_sigint() -> Iterator[None]:
+    """Hold Ctrl-C while the block runs (a commit and its checkpoint: both or neither), then raise
+    KeyboardInterrupt if it came. A no-op outside the main thread or where SIGINT is ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.getsignal(signal.SIGINT)
+    if old in (signal.SIG_IGN, None):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if received:
+        raise KeyboardInterrupt
 
 
 def build_index(corpus_files: Sequence[str | Path], index_dir: str | Path, backend: SearchBackend,
@@ -90,50 +269,62 @@ def build_index(corpus_files: Sequence[str | Path], index_dir: str | Path, backe
     """Index every paragraph of ``corpus_files`` (either format, plain/gz/xz) into ``backend``,
     resuming from ``index_dir/checkpoint.json`` when it names the same files.
 
-    ``index_dir`` holds the checkpoint and manifest (for the embedded backend it is also the
-    index itself). Malformed lines are skipped and counted (or raise SqaError with ``strict``).
-    Returns a BuildReport; raises SqaError for a missing corpus file. Interrupting (Ctrl-C,
-    kill -9) loses at most the current window, which the next run redoes.
+    ``index_dir`` holds the checkpoint, manifest and build lock (for the embedded backend it is
+    also the index itself). Malformed lines are skipped and counted (or raise SqaError with
+    ``strict``); a repeated evidence ID keeps one copy (the last) and is counted in
+    ``BuildReport.duplicates`` and the manifest. Returns a BuildReport. Raises SqaError for a
+    missing or unreadable corpus file, a damaged compressed file, another build holding the
+    lock, ``commit_every``/``batch_size`` below 1, or input without a single valid paragraph (no
+    manifest is written then). Interrupting (Ctrl-C, kill -9) loses at most the current window,
+    which the next run redoes.
     """
+    if commit_every < 1 or batch_size < 1:
+        raise SqaError(f"--commit-every must be at least 1 (got {commit_every}; batch size {batch_size})")
     index_dir = Path(index_dir)
-    index_dir.mkdir(parents=True, exist_ok=True)
     files = [str(Path(f).expanduser().resolve()) for f in corpus_files]
     for f in files:
-        if not Path(f).is_file():
+        fp = Path(f)
+        if fp.is_dir():
+            raise SqaError(f"{f}: is a directory; pass a corpus file (.jsonl, .jsonl.gz or the StrategyQA paragraph "
+                           "file) to --corpus")
+        if not fp.is_file():
             raise SqaError(f"{f}: corpus file not found; pass an existing file to --corpus")
+        if not os.access(fp, os.R_OK):
+            raise SqaError(f"{f}: permission denied reading the corpus file; check its permissions (chmod +r)")
+    with build_lock(index_dir):
+        return _build(files, index_dir, backend, strict, commit_every, batch_size, on_progress, on_error, preset)
+
+
+def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bool, commit_every: int,
+           batch_size: int, on_progress, on_error, preset: str | None) -> BuildReport:
     report = BuildReport(backend=backend.name, corpus_files=files)
 
     start_file, start_pos = 0, 0
+    rejected_before = 0
     ckpt_path = index_dir / CHECKPOINT
-    if ckpt_path.exists():
-        try:
-            ckpt = json.loads(ckpt_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            ckpt = None
-        if ckpt and ckpt.get("corpus_files") == files and ckpt.get("backend") == backend.name:
-            start_file, start_pos = ckpt["file_index"], ckpt["position"]
-            report.read, report.indexed, report.skipped = ckpt["read"], ckpt["indexed"], ckpt["skipped"]
-            report.resumed = True
+    ckpt = _json_file(ckpt_path) if ckpt_path.exists() else None
+    if isinstance(ckpt, dict) and ckpt.get("corpus_files") == files and ckpt.get("backend") == backend.name:
+        start_file, start_pos = ckpt["file_index"], ckpt["position"]
+        report.read, report.indexed, report.skipped = ckpt["read"], ckpt["indexed"], ckpt["skipped"]
+        report.preexisting = int(ckpt.get("preexisting", 0))
+        rejected_before = int(ckpt.get("rejected", 0))
+        report.resumed = True
+    else:
+        report.preexisting = backend.count()
 
-    # Upserts (replace by evidence ID) cost about a third of the indexing rate on tantivy, so they
-    # are used only where a duplicate could arise: in the first window after a resume (it may have
-    # been committed before the crash) and when adding to an index that already held paragraphs.
-    upsert_forever = not report.resumed and backend.count() > 0
-    upsert_until = report.indexed + commit_every if report.resumed else 0
+    def rejected() -> int:
+        return rejected_before + int(getattr(backend, "item_errors", 0) or 0)
 
-    def set_upsert() -> None:
-        if hasattr(backend, "upsert"):
-            backend.upsert = upsert_forever or report.indexed < upsert_until
-
-    set_upsert()
     t0 = time.perf_counter()
     pending = 0
 
     def checkpoint(file_index: int, position: int) -> None:
-        backend.commit()
-        _atomic_write_json(ckpt_path, {"backend": backend.name, "corpus_files": files, "file_index": file_index,
-                                       "position": position, "read": report.read, "indexed": report.indexed,
-                                       "skipped": report.skipped})
+        with _hold_sigint():  # the commit and the checkpoint that records it, or neither
+            backend.commit()
+            _atomic_write_json(ckpt_path, {"backend": backend.name, "corpus_files": files, "file_index": file_index,
+                                           "position": position, "read": report.read, "indexed": report.indexed,
+                                           "skipped": report.skipped, "preexisting": report.preexisting,
+                                           "rejected": rejected()})
 
     for fi in range(start_file, len(files)):
         path = files[fi]
@@ -146,7 +337,6 @@ def build_index(corpus_files: Sequence[str | Path], index_dir: str | Path, backe
         def flush() -> None:
             nonlocal pending, batch
             report.indexed += backend.add(batch)
-            set_upsert()
             pending += len(batch)
             batch = []
             if on_progress:
@@ -177,7 +367,16 @@ def build_index(corpus_files: Sequence[str | Path], index_dir: str | Path, backe
 
     backend.commit()
     report.count = backend.count()
+    report.rejected = rejected()
+    report.duplicates = max(0, report.preexisting + report.read - report.rejected - report.count)
     report.seconds = time.perf_counter() - t0
+    if report.count == 0:
+        ckpt_path.unlink(missing_ok=True)  # nothing to resume: a re-run reads the files again
+        names = ", ".join(files)
+        why = (f"all {report.skipped:,} non-blank lines were malformed (see the messages above)" if report.skipped
+               else "the input holds no paragraphs (empty file?)")
+        raise SqaError(f"{names}: no paragraph indexed, {why}; check --corpus (one JSON object a line with "
+                       "title, para_id, para; or StrategyQA's paragraph file)")
     manifest = {
         "backend": backend.name,
         "preset": preset,
@@ -185,12 +384,17 @@ def build_index(corpus_files: Sequence[str | Path], index_dir: str | Path, backe
         "paragraphs_read": report.read,
         "paragraphs_skipped": report.skipped,
         "paragraph_count": report.count,
+        "paragraphs_before": report.preexisting,
+        "paragraphs_rejected": report.rejected,
+        "duplicates_replaced": report.duplicates,
         "build_seconds": round(report.seconds, 2),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     extra = getattr(backend, "manifest_extra", None)
     if callable(extra):
         manifest.update(extra())
+    if report.resumed and "es_item_errors" in manifest:  # this session's errors plus the earlier sessions'
+        manifest["es_item_errors"] = report.rejected
     _atomic_write_json(index_dir / MANIFEST, manifest)
     ckpt_path.unlink(missing_ok=True)
     return report

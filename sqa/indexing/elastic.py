@@ -45,27 +45,65 @@ DEFAULT_URL = "http://localhost:9200"
 DEFAULT_INDEX = "sqa-paragraphs"
 ANALYZER = "english"
 _SAVED_KEY = "sqa_settings_before_load"  # key in the index's mapping _meta
+_FIELDS = {"evidence_id", "title", "section", "text", "headers", "body"}
+
+
+def is_sqa_mapping(mappings: dict) -> bool:
+    """True for the mapping of an index sqa created: ``_meta.created_by == "sqa"``, or (an index
+    created before that mark existed) exactly sqa's fields."""
+    meta = mappings.get("_meta") or {}
+    if meta.get("created_by") == "sqa":
+        return True
+    return set((mappings.get("properties") or {})) == _FIELDS
 _SOURCE_EXCLUDES = ["body"]
 _HELP = "start it with `docker compose -f docker/docker-compose.yml up -d` or point SQA_ES_URL at your cluster"
 
 
 def redact_url(url: str) -> str:
-    """``url`` without any ``user:password@`` part (for messages and the manifest)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    """``url`` without any ``user:password@`` part (for messages and the manifest), with or
+    without a scheme (``elastic:PW@host:9200`` too). Never raises."""
+    url = str(url)
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        authority = authority.rsplit("@", 1)[1]
+    return (f"{scheme}://" if sep else "") + authority + slash + tail
+
+
+def check_url(url: str, var: str = "SQA_ES_URL") -> str:
+    """``url`` if it is a usable Elasticsearch URL (``http(s)://host[:port][/path]``, port 1-65535),
+    else SqaError naming it without credentials and showing the fix."""
+    shown = redact_url(url)
+    if "://" not in url:
+        host = shown or "localhost:9200"
+        raise SqaError(f"{var}={shown!r} has no scheme; write http://{host} (or https://{host} for TLS)")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        authority = shown.split("://", 1)[1].split("/", 1)[0]
+        raise SqaError(f"{var}={shown!r}: the port in {authority!r} is not a number from 1 to 65535; "
+                       "use e.g. http://localhost:9200") from None
+    if parts.scheme not in ("http", "https"):
+        raise SqaError(f"{var}={shown!r}: the scheme must be http or https, not {parts.scheme!r}; "
+                       "use e.g. http://localhost:9200")
+    if not parts.hostname:
+        raise SqaError(f"{var}={shown!r} has no host name; use e.g. http://localhost:9200")
+    if port == 0:
+        raise SqaError(f"{var}={shown!r}: port 0 is not a port; use e.g. http://localhost:9200")
+    return url
 
 
 def mapping() -> dict:
     """The index mapping (see the module doc). ``dynamic: strict``: a document with an unknown
-    field is rejected and counted as an item error rather than silently widening the mapping."""
+    field is rejected and counted as an item error rather than silently widening the mapping.
+    ``_meta.created_by = "sqa"`` marks the index as sqa's (``--fresh`` deletes no other index)."""
     text = {"type": "text", "analyzer": ANALYZER}
     return {
         "dynamic": "strict",
+        "_meta": {"created_by": "sqa"},
         "_source": {"excludes": list(_SOURCE_EXCLUDES)},
         "properties": {
             "evidence_id": {"type": "keyword"},
@@ -88,14 +126,15 @@ def connect(url: str | None = None, request_timeout: float = 60.0, connections: 
     with credentials from ``SQA_ES_API_KEY`` or ``SQA_ES_USER``/``SQA_ES_PASSWORD`` and the CA
     certificate from ``SQA_ES_CA_CERTS``; returns ``(client, url)``. Checks the server answers and
     that its major version matches the client's. Raises SqaError naming the URL when it is
-    unreachable, rejects the credentials, or runs another major version."""
+    malformed (no scheme, a port that is not a number, see ``check_url``), unreachable, rejects the
+    credentials, or runs another major version; the password never appears in a message."""
     from elastic_transport import ConnectionError as TransportConnectionError
     from elastic_transport import ConnectionTimeout, TlsError
 
     import elasticsearch
     from elasticsearch import ApiError, AuthenticationException, AuthorizationException, Elasticsearch
 
-    url = url or os.environ.get("SQA_ES_URL") or DEFAULT_URL
+    url = check_url(url or os.environ.get("SQA_ES_URL") or DEFAULT_URL)
     shown = redact_url(url)
     kwargs: dict = {"request_timeout": request_timeout, "connections_per_node": max(10, connections),
                     "retry_on_timeout": True, "max_retries": 3}
@@ -108,7 +147,8 @@ def connect(url: str | None = None, request_timeout: float = 60.0, connections: 
     try:
         es = Elasticsearch(url, **kwargs)
     except ValueError as e:
-        raise SqaError(f"SQA_ES_URL={shown!r} is not a valid Elasticsearch URL ({e}); use e.g. http://localhost:9200") from None
+        reason = str(e).replace(url, shown)
+        raise SqaError(f"SQA_ES_URL={shown!r} is not a valid Elasticsearch URL ({reason}); use e.g. http://localhost:9200") from None
     try:
         info = es.options(request_timeout=10, max_retries=0).info()
     except TlsError as e:
@@ -140,7 +180,8 @@ class ElasticsearchBackend:
     request; 429 retries: ``max_retries`` with backoff from ``initial_backoff`` seconds.
     ``shards`` / ``replicas``: for a new index (replicas default: 0 on a one-node cluster, else 1).
     ``url``: overrides ``$SQA_ES_URL`` (credentials still come from the environment).
-    Raises SqaError when the cluster is unreachable, or a bulk request fails for good.
+    Raises SqaError when the cluster is unreachable, a bulk request fails for good, or the index
+    exists but was not created by sqa (see ``is_sqa_mapping``; ``fresh`` then deletes nothing).
     """
 
     name = "elasticsearch"
@@ -169,6 +210,13 @@ class ElasticsearchBackend:
         self._closed = False
 
         exists = self._call(lambda: bool(self.es.indices.exists(index=es_index)), "check the index")
+        if exists:
+            mappings = self._mappings()
+            if not is_sqa_mapping(mappings):
+                fields = ", ".join(sorted(mappings.get("properties") or {})[:6]) or "none"
+                raise SqaError(f"{redact_url(self.url)}: the Elasticsearch index {es_index!r} was not created by sqa "
+                               f"(its fields: {fields}), so sqa neither writes to it nor deletes it"
+                               + (" (nothing was deleted)" if fresh else "") + "; pick another --es-index")
         if fresh and exists:
             self._call(lambda: self.es.indices.delete(index=es_index), "delete the index")
             exists = False
@@ -203,10 +251,13 @@ class ElasticsearchBackend:
             raise SqaError(f"Elasticsearch at {redact_url(self.url)} refused to {what} on index {self.es_index!r}: "
                            f"HTTP {e.status_code} {e.message}") from None
 
-    def _meta(self) -> dict:
+    def _mappings(self) -> dict:
         m = self._call(lambda: self.es.indices.get_mapping(index=self.es_index), "read the mapping")
         body = next(iter(m.values()), {}) if m else {}
-        return dict(body.get("mappings", {}).get("_meta") or {})
+        return dict(body.get("mappings") or {})
+
+    def _meta(self) -> dict:
+        return dict(self._mappings().get("_meta") or {})
 
     def _enter_load_mode(self) -> None:
         if self._saved_settings is None:
@@ -318,8 +369,9 @@ class ElasticsearchBackend:
         """Top-``k`` hits by BM25 on ``body`` (a ``match`` query, so any text is valid); with
         ``title_boost`` > 0 a ``match`` on ``title`` with that boost is added (bool/should), as in
         the embedded backend. An empty or all-stopword query returns []."""
-        from sqa.indexing.embedded import query_terms
+        from sqa.indexing.embedded import check_k, query_terms
 
+        check_k(k)
         terms = query_terms(query)
         if not terms or k <= 0:
             return []

@@ -33,7 +33,7 @@ from typing import Iterable, Sequence
 
 import tantivy
 
-from sqa.types import Hit, Paragraph, SqaError
+from sqa.types import MAX_K, Hit, Paragraph, SqaError
 
 ANALYZER = "en"
 SEARCH_FIELDS = ("body",)
@@ -71,6 +71,12 @@ def _is_v1_index(index_dir: Path) -> bool:
     return any(f.get("name") == "text" and f.get("type") == "text" for f in fields)
 
 
+def check_k(k: int) -> None:
+    """Raise SqaError unless ``k`` (top-k) is an integer from 0 to ``MAX_K`` (10,000)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_K:
+        raise SqaError(f"top-k must be from 1 to {MAX_K:,} (got {k}); use e.g. -k 10")
+
+
 def query_terms(query: str) -> list[str]:
     """Word tokens of free text (runs of letters/digits): what the backend searches for. Query
     syntax such as quotes, ``-``, ``:`` or ``#`` is never interpreted, so any text is a valid query."""
@@ -81,10 +87,13 @@ class TantivyBackend:
     """BM25 paragraph index in ``index_dir`` (created if missing). See the module doc for the schema.
 
     ``heap_mb`` is the writer's total indexing memory budget (split across ``threads``, default
-    every core). ``add`` replaces a paragraph already indexed under the same evidence ID when
-    ``upsert`` is true (the default), so re-running a build never duplicates; the build driver
-    turns it off for spans it knows are new. Raises SqaError if the directory holds something
-    that is not a compatible index.
+    every core). ``add`` replaces a paragraph already indexed under the same evidence ID (committed,
+    or added earlier in the window not yet committed): it looks the ID up (about 1 us) and deletes
+    by term only then, so a re-run, a resumed build or a corpus with a repeated ID never
+    duplicates, while new paragraphs are added at full speed. ``upsert = True`` forces the
+    delete for every paragraph. Raises SqaError if the directory holds something that is not a
+    compatible index, when another process holds tantivy's writer lock, or when writing fails
+    (full disk: the message names the directory).
     """
 
     name = "embedded"
@@ -95,6 +104,8 @@ class TantivyBackend:
         self.heap_mb = heap_mb
         if not create and not (self.index_dir / "meta.json").exists():
             raise SqaError(f"{self.index_dir}: no index here; build one with `sqa index --preset mini --index-dir {self.index_dir}`")
+        if self.index_dir.exists() and not self.index_dir.is_dir():
+            raise SqaError(f"{self.index_dir}: is a file, not an index directory; give a directory to --index-dir")
         self.index_dir.mkdir(parents=True, exist_ok=True)
         self._v1 = _is_v1_index(self.index_dir)
         try:
@@ -103,51 +114,91 @@ class TantivyBackend:
             else:
                 self.index = tantivy.Index(_schema(), path=str(self.index_dir), reuse=True)
         except (OSError, ValueError) as e:
-            raise SqaError(f"{self.index_dir}: cannot open the tantivy index ({e}); delete the directory and rebuild") from None
+            raise SqaError(f"{self.index_dir}: cannot open the tantivy index ({e}); rebuild it with "
+                           f"`sqa index --fresh --index-dir {self.index_dir}`") from None
         self._analyzer = _analyzer()
         self.index.register_tokenizer(ANALYZER, self._analyzer)
         self._writer = None
-        self.upsert = True
+        self._window: set[str] = set()  # evidence IDs added since the last commit
+        self._committed = None  # searcher over the committed index (False: it is empty)
+        self.upsert = False
+
+    def _fail(self, e: Exception, what: str) -> SqaError:
+        msg = str(e)
+        if "LockBusy" in msg:
+            return SqaError(f"{self.index_dir}: another process is writing this index (tantivy's writer lock is taken); "
+                            "wait for it to finish, then run the same command again")
+        hint = "run the same command again to resume"
+        if "os error 28" in msg or "No space left" in msg:
+            hint = "no space left on the device: free some space, then run the same command again to resume"
+        elif "os error 27" in msg:
+            hint = "a file grew past the file-size limit: raise it or free space, then run the same command again to resume"
+        return SqaError(f"{self.index_dir}: could not {what} ({msg}); {hint}")
 
     # -- writing -------------------------------------------------------------------------
     def _get_writer(self):
         if self._writer is None:
-            self._writer = self.index.writer(heap_size=self.heap_mb * 1_000_000, num_threads=self.threads)
+            try:
+                self._writer = self.index.writer(heap_size=self.heap_mb * 1_000_000, num_threads=self.threads)
+            except (OSError, ValueError) as e:
+                raise self._fail(e, "open the index for writing") from None
         return self._writer
 
+    def _in_committed(self, evidence_id: str) -> bool:
+        if self._committed is None:
+            self.index.reload()
+            searcher = self.index.searcher()
+            self._committed = searcher if searcher.num_docs else False
+        return bool(self._committed) and self._committed.doc_freq("evidence_id", evidence_id) > 0
+
     def add(self, paragraphs: Iterable[Paragraph]) -> int:
-        """Queue paragraphs; returns how many. They become searchable after ``commit``."""
+        """Queue paragraphs; returns how many. A paragraph replaces the one with its evidence ID if
+        there is one. They become searchable after ``commit``."""
         w = self._get_writer()
         n = 0
-        for p in paragraphs:
-            if self.upsert:
-                w.delete_documents_by_term("evidence_id", p.evidence_id)
-            doc = tantivy.Document()
-            doc.add_text("evidence_id", p.evidence_id)
-            doc.add_text("title", p.title)
-            headers = " > ".join(h for h in p.headers if h)
-            if self._v1:
-                doc.add_text("section", p.section)
-                doc.add_text("text", p.text)
-                doc.add_text("headers", headers)
-            else:
-                doc.add_bytes("section", p.section.encode("utf-8"))
-                doc.add_bytes("text", p.text.encode("utf-8"))
-                doc.add_bytes("headers", headers.encode("utf-8"))
-            doc.add_text("body", f"{p.title}\n{p.section}\n{p.text}" if p.section else f"{p.title}\n{p.text}")
-            w.add_document(doc)
-            n += 1
+        try:
+            for p in paragraphs:
+                eid = p.evidence_id
+                if self.upsert or eid in self._window or self._in_committed(eid):
+                    w.delete_documents_by_term("evidence_id", eid)
+                self._window.add(eid)
+                doc = tantivy.Document()
+                doc.add_text("evidence_id", eid)
+                doc.add_text("title", p.title)
+                headers = " > ".join(h for h in p.headers if h)
+                if self._v1:
+                    doc.add_text("section", p.section)
+                    doc.add_text("text", p.text)
+                    doc.add_text("headers", headers)
+                else:
+                    doc.add_bytes("section", p.section.encode("utf-8"))
+                    doc.add_bytes("text", p.text.encode("utf-8"))
+                    doc.add_bytes("headers", headers.encode("utf-8"))
+                doc.add_text("body", f"{p.title}\n{p.section}\n{p.text}" if p.section else f"{p.title}\n{p.text}")
+                w.add_document(doc)
+                n += 1
+        except (OSError, ValueError) as e:
+            raise self._fail(e, "add paragraphs to the index") from None
         return n
 
     def commit(self) -> None:
-        if self._writer is not None:
-            self._writer.commit()
-            self._writer.wait_merging_threads()
-            self._writer = None
+        """Make every added paragraph durable and searchable. Raises SqaError when the write fails
+        (the index keeps its last commit; re-running the build resumes from there)."""
+        # the writer is consumed by wait_merging_threads: forget it first, so that an interrupt
+        # here never leaves close() a consumed writer to roll back
+        w, self._writer = self._writer, None
+        self._window = set()
+        self._committed = None
+        if w is not None:
+            try:
+                w.commit()
+                w.wait_merging_threads()
+            except (OSError, ValueError) as e:
+                raise self._fail(e, "commit the index") from None
         self.index.reload()
 
     def clear(self) -> None:
-        """Delete every paragraph (used by ``sqa index --fresh``)."""
+        """Delete every paragraph."""
         w = self._get_writer()
         w.delete_all_documents()
         self.commit()
@@ -164,7 +215,9 @@ class TantivyBackend:
     def search(self, query: str, k: int = 10, title_boost: float = 0.0) -> list[Hit]:
         """Top-``k`` hits by BM25 on ``body`` (title+section+text); with ``title_boost`` > 0 a
         match in the title field adds its own BM25 score times that boost. Any free text is
-        accepted (see ``query_terms``); an empty or all-stopword query returns []."""
+        accepted (see ``query_terms``); an empty or all-stopword query returns []. Raises SqaError
+        for ``k`` outside 0..``MAX_K``."""
+        check_k(k)
         terms = query_terms(query)
         tokens = self._analyzer.analyze(" ".join(terms)) if terms and k > 0 else []
         if not tokens:
@@ -199,6 +252,11 @@ class TantivyBackend:
         return out
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.rollback()
-            self._writer = None
+        """Drop what was added since the last commit and release the writer lock."""
+        w, self._writer = self._writer, None
+        self._window = set()
+        if w is not None:
+            try:
+                w.rollback()
+            except (RuntimeError, ValueError, OSError):
+                pass  # already consumed or failed: dropping it releases the lock as well

@@ -11,7 +11,11 @@ JSON object, 7.7 MB, so it is loaded whole):
 
 A malformed line never crashes a run and is never dropped silently: it is counted in
 ``ReadStats``, reported through ``on_error(file, line, reason)``, and skipped, or, with
-``strict=True``, raises ``SqaError`` naming the file and line.
+``strict=True``, raises ``SqaError`` naming the file and line. Malformed: not JSON, not an
+object, a required field missing, or any field of the wrong type (``title``/``para``/``content``
+strings, ``para_id`` an integer or a non-empty string, ``section`` a string or null, ``headers`` a
+list of strings or null). A file that cannot be read (permissions, a truncated or corrupt
+``.gz``/``.xz``) raises ``SqaError`` naming it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import gzip
 import io
 import json
 import lzma
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -27,6 +32,32 @@ from typing import Callable, Iterator
 from sqa.types import Paragraph, SqaError
 
 ErrorCallback = Callable[[str, int, str], None]
+# what a damaged compressed stream raises while it is read
+_STREAM_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error)
+
+
+def _damaged(path, e: BaseException) -> SqaError:
+    if isinstance(e, PermissionError):
+        return SqaError(f"{path}: permission denied reading the corpus file; check its permissions (chmod +r)")
+    if isinstance(e, OSError) and not isinstance(e, gzip.BadGzipFile) and e.errno is not None:
+        return SqaError(f"{path}: cannot read the corpus file ({e.strerror or e}); check the file and the disk")
+    return SqaError(f"{path}: compressed stream is truncated or corrupt ({type(e).__name__}: {e or 'unexpected end'}); "
+                    "re-create or re-download the file")
+
+
+def optional_field_error(obj: dict) -> str | None:
+    """Why the optional fields ``section`` / ``headers`` of a record are malformed, or None."""
+    section, headers = obj.get("section"), obj.get("headers")
+    if section is not None and not isinstance(section, str):
+        return f"wrong field type: section must be a string, got {type(section).__name__} {_short(section)}"
+    if headers is not None and (not isinstance(headers, list) or not all(isinstance(h, str) for h in headers)):
+        return f"wrong field type: headers must be a list of strings, got {_short(headers)}"
+    return None
+
+
+def _short(value, width: int = 40) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 @dataclass
@@ -53,10 +84,14 @@ class ReadStats:
 def _open_binary(path: Path):
     try:
         raw = open(path, "rb")
+        magic = raw.read(6)
+        raw.seek(0)
     except FileNotFoundError:
         raise SqaError(f"{path}: corpus file not found; check the --corpus path") from None
-    magic = raw.read(6)
-    raw.seek(0)
+    except IsADirectoryError:
+        raise SqaError(f"{path}: is a directory; pass a corpus file to --corpus") from None
+    except OSError as e:
+        raise _damaged(path, e) from None
     # a 1 MiB buffer over the decompressor: line iteration on a bare GzipFile is ~30% slower
     if magic[:2] == b"\x1f\x8b":
         return raw, io.BufferedReader(gzip.GzipFile(fileobj=raw), 1 << 20)
@@ -71,6 +106,8 @@ def detect_format(path: str | Path) -> str:
     raw, f = _open_binary(Path(path))
     try:
         head = f.read(65536).lstrip()
+    except _STREAM_ERRORS as e:
+        raise _damaged(path, e) from None
     finally:
         raw.close()
     if not head:
@@ -79,11 +116,14 @@ def detect_format(path: str | Path) -> str:
         first_line = head.split(b"\n", 1)[0]
         try:
             obj = json.loads(first_line)
-            if isinstance(obj, dict) and "para" in obj and "title" in obj:
-                return "jsonl"
-        except json.JSONDecodeError:
-            pass
-        return "strategyqa"
+        except ValueError:  # a JSON document over several lines (or one long line): the paragraph dict
+            return "strategyqa"
+        # one object on the first line: a JSONL line, unless it is the whole paragraph dict
+        # ({evidence ID: {content, ...}} written on one line)
+        if isinstance(obj, dict) and "para" not in obj and "title" not in obj and \
+                any(isinstance(v, dict) for v in obj.values()):
+            return "strategyqa"
+        return "jsonl"
     raise SqaError(f"{path}:1: not a JSON corpus file (expected JSONL paragraphs or a StrategyQA paragraph dict)")
 
 
@@ -92,8 +132,9 @@ def read_corpus_jsonl(path: str | Path, stats: ReadStats | None = None, on_error
     """Yield paragraphs from a full-corpus JSONL file (plain, .gz or .xz), one per valid line.
 
     ``skip_lines`` lines are passed over without parsing (used to resume a build). Required
-    fields: ``title`` (str), ``para_id`` (int or str), ``para`` (str); ``section`` and ``headers``
-    are optional. Raises SqaError for a missing file, or for a malformed line when ``strict``.
+    fields: ``title`` (str), ``para_id`` (int or non-empty str), ``para`` (str); ``section`` (str)
+    and ``headers`` (list of str) are optional. Raises SqaError for a missing, unreadable or
+    damaged file, or for a malformed line when ``strict``.
     """
     path = Path(path)
     stats = stats if stats is not None else ReadStats()
@@ -117,19 +158,29 @@ def read_corpus_jsonl(path: str | Path, stats: ReadStats | None = None, on_error
                 stats.record_error(name, lineno, "not a JSON object", on_error, strict)
                 continue
             title, para_id, text = obj.get("title"), obj.get("para_id"), obj.get("para")
-            if not isinstance(title, str) or not title or para_id is None or not isinstance(text, str):
-                missing = [k for k, v in (("title", title), ("para_id", para_id), ("para", text)) if v is None]
-                reason = f"missing field(s) {', '.join(missing)}" if missing else "wrong field types (title/para must be strings)"
+            missing = [k for k, v in (("title", title), ("para_id", para_id), ("para", text)) if v is None]
+            if missing:
+                stats.record_error(name, lineno, f"missing field(s) {', '.join(missing)}", on_error, strict)
+                continue
+            reason = None
+            if not isinstance(title, str) or not title.strip():
+                reason = f"wrong field type: title must be a non-empty string, got {_short(title)}"
+            elif not ((isinstance(para_id, int) and not isinstance(para_id, bool))
+                      or (isinstance(para_id, str) and para_id.strip())):
+                reason = f"wrong field type: para_id must be an integer or a non-empty string, got {_short(para_id)}"
+            elif not isinstance(text, str):
+                reason = f"wrong field type: para must be a string, got {type(text).__name__} {_short(text)}"
+            else:
+                reason = optional_field_error(obj)
+            if reason:
                 stats.record_error(name, lineno, reason, on_error, strict)
                 continue
-            headers = obj.get("headers") or ()
             stats.read += 1
             yield Paragraph(evidence_id=f"{title}-{para_id}", title=title, text=text,
-                            section=obj.get("section") or "",
-                            headers=tuple(h for h in headers if isinstance(h, str)))
+                            section=obj.get("section") or "", headers=tuple(obj.get("headers") or ()))
         stats.bytes_read = raw.tell()
-    except (EOFError, OSError, lzma.LZMAError) as e:
-        raise SqaError(f"{path}: compressed stream is truncated or corrupt ({e}); re-download the file") from None
+    except _STREAM_ERRORS as e:
+        raise _damaged(path, e) from None
     finally:
         raw.close()
 
@@ -149,8 +200,10 @@ def read_strategyqa_paragraphs(path: str | Path, stats: ReadStats | None = None,
         stats.bytes_read = raw.tell()
     except json.JSONDecodeError as e:
         raise SqaError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); expected StrategyQA's paragraph dict") from None
-    except (EOFError, OSError, lzma.LZMAError) as e:
-        raise SqaError(f"{path}: compressed stream is truncated or corrupt ({e})") from None
+    except UnicodeDecodeError as e:
+        raise SqaError(f"{path}: not UTF-8 text (byte {e.start:,}); save the file as UTF-8") from None
+    except _STREAM_ERRORS as e:
+        raise _damaged(path, e) from None
     finally:
         raw.close()
     if not isinstance(data, dict):
@@ -162,10 +215,18 @@ def read_strategyqa_paragraphs(path: str | Path, stats: ReadStats | None = None,
         if not isinstance(rec, dict) or not isinstance(rec.get("content"), str):
             stats.record_error(str(path), n, f"entry {eid!r} has no string 'content'", on_error, strict)
             continue
+        title = rec.get("title")
+        reason = optional_field_error(rec)
+        if not eid.strip():
+            reason = "empty evidence ID"
+        elif title is not None and not isinstance(title, str):
+            reason = f"wrong field type: title must be a string, got {_short(title)}"
+        if reason:
+            stats.record_error(str(path), n, f"entry {eid!r}: {reason}", on_error, strict)
+            continue
         stats.read += 1
-        yield Paragraph(evidence_id=eid, title=rec.get("title") or eid.rsplit("-", 1)[0], text=rec["content"],
-                        section=rec.get("section") or "",
-                        headers=tuple(h for h in (rec.get("headers") or ()) if isinstance(h, str)))
+        yield Paragraph(evidence_id=eid, title=title or eid.rsplit("-", 1)[0], text=rec["content"],
+                        section=rec.get("section") or "", headers=tuple(rec.get("headers") or ()))
 
 
 def read_corpus(path: str | Path, stats: ReadStats | None = None, on_error: ErrorCallback | None = None,

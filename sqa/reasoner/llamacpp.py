@@ -121,8 +121,9 @@ class LlamaCppModel:
         """Put ``tokens`` into a slot, reading only what is not cached; returns (slot, logits row)
         where the logits of the last token are available via ``get_logits_ith(-1)``."""
         if len(tokens) >= self.n_ctx:
-            raise SqaError(f"prompt of {len(tokens)} tokens does not fit the context of {self.n_ctx} tokens; "
-                           "use fewer evidence paragraphs (--k) or a larger n_ctx")
+            raise SqaError(f"prompt of {len(tokens):,} tokens does not fit the model's context of {self.n_ctx:,} tokens: "
+                           "the question is too long (the examples and the evidence in a prompt have a fixed size, "
+                           "whatever --k); shorten the question")
         best, best_lcp = 0, -1
         for s, cached in enumerate(self._slots):
             n = 0

@@ -1,0 +1,151 @@
+"""Bad input as a new user types it, through the real ``sqa`` process with the README's install
+(click hidden when typer vendors it): one ``error:`` line on stderr, exit status 2, no traceback,
+nothing lost. Ctrl-C: 130."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from cli_helpers import one_error_line, run_sqa, step_reader
+from sqa.cli import main
+from sqa.indexing.embedded import TantivyBackend
+from sqa.strategyqa import load_questions
+
+# --- usage errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["search"], "missing argument"),
+    (["search", "black sea", "-k", "abc"], "invalid value for '-k'"),
+    (["search", "black sea", "--bogus"], "no such option: --bogus"),
+    (["bogus"], "no such command 'bogus'"),
+    (["index", "--commit-every", "many"], "invalid value for '--commit-every'"),
+    (["eval", "score"], "missing argument"),
+    (["ask"], "missing argument"),
+])
+def test_usage_errors_are_one_line_and_exit_2(args, expect):
+    line = one_error_line(run_sqa(args))
+    assert expect in line.lower()
+    assert f"sqa {args[0]}" in line or args[0] == "bogus"
+    assert "--help" in line
+
+
+def test_bare_sqa_lists_the_commands_and_exits_2():
+    r = run_sqa([])
+    line = one_error_line(r)
+    assert "no command given" in line
+    for cmd in ("index", "search", "ask", "eval"):
+        assert cmd in r.stdout  # the help goes to stdout
+
+
+def test_help_still_exits_0():
+    r = run_sqa(["search", "--help"])
+    assert r.returncode == 0 and "QUERY" in r.stdout.upper() and r.stderr == ""
+
+
+# --- search / ask / eval input ----------------------------------------------------------------------
+
+BIG = "99999999999999999999"
+
+
+def test_an_absurd_top_k_is_one_line(gold_index):
+    d = str(gold_index.index_dir)
+    for args in (["search", "black sea", "-k", BIG, "--index-dir", d],
+                 ["search", "black sea", "-k", "10001", "--index-dir", d],
+                 ["ask", "Is the Black Sea deep?", "--k", BIG, "--index-dir", d]):
+        line = one_error_line(run_sqa(args))
+        assert "10,000" in line and args[args.index("-k" if "-k" in args else "--k") + 1] in line
+    from sqa.eval.runner import EvalOptions
+    from sqa.types import SqaError
+
+    with pytest.raises(SqaError, match=f"top-k must be from 1 to 10,000 \\(got {BIG}\\)"):
+        EvalOptions(split="dev", model="m", k=int(BIG))
+    with pytest.raises(SqaError, match="top-k must be from 1 to 10,000"):  # the backends check too
+        gold_index.search("black sea", k=int(BIG))
+    r = run_sqa(["search", "black sea", "-k", "10000", "--json", "--index-dir", d])  # the bound itself works
+    assert r.returncode == 0 and 100 < len(json.loads(r.stdout)) < 9_251  # every paragraph with a query word
+
+
+def test_a_partial_index_is_searched_with_a_warning_and_an_empty_one_is_an_error(tmp_path, gold_index):
+    partial = tmp_path / "partial"
+    shutil.copytree(gold_index.index_dir, partial)
+    os.replace(partial / "manifest.json", partial / "checkpoint.json")  # a build interrupted after a checkpoint
+    r = run_sqa(["search", "maximum depth of the Black Sea", "--json", "-k", "3", "--index-dir", partial])
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["evidence_id"] == "Black Sea-2"
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: ") and "partial index (9,251 paragraphs)" in lines[0]
+    assert "sqa index" in lines[0]
+
+    empty = tmp_path / "empty"
+    TantivyBackend(empty).commit()  # a tantivy index without a paragraph
+    for args in (["search", "black sea"], ["ask", "Is the Black Sea deep?", *step_reader("ask")]):
+        line = one_error_line(run_sqa(args + ["--index-dir", empty]))
+        assert f"{empty}: the index holds no paragraphs" in line and "sqa index" in line
+
+
+def test_eval_out_pointing_at_a_file_is_one_line(tmp_path, gold_index):
+    f = tmp_path / "notes.txt"
+    f.write_text("mine", encoding="utf-8")
+    line = one_error_line(run_sqa(["eval", "--split", "dev", "--limit", "1", "--out", f, *step_reader("eval"),
+                                   "--index-dir", gold_index.index_dir]))
+    assert f"--out {f}: is a file" in line and f.read_text(encoding="utf-8") == "mine"
+
+
+def test_eval_score_of_a_non_utf8_file_a_directory_or_unknown_qids_is_one_line(tmp_path):
+    dev = load_questions("dev")
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes(json.dumps({dev[0].qid: {"answer": True, "decomposition": ["café?"]}},
+                                  ensure_ascii=False).encode("latin-1"))
+    line = one_error_line(run_sqa(["eval", "score", latin1]))
+    assert f"{latin1}: not UTF-8 text" in line
+    line = one_error_line(run_sqa(["eval", "score", tmp_path]))
+    assert f"{tmp_path}: is a directory" in line
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({"not-a-qid": {"answer": True}, dev[0].qid: {"answer": False}}), encoding="utf-8")
+    line = one_error_line(run_sqa(["eval", "score", unknown]))
+    assert "1 of 2 predictions are for qids that are not StrategyQA questions, e.g. 'not-a-qid'" in line
+    assert "test split" not in line
+
+
+def test_a_failed_first_eval_does_not_block_the_same_command_later(tmp_path, gold_index, monkeypatch, capsys):
+    """The first session fails (no index yet) after run.json was written; once the index exists the
+    same command runs instead of refusing "index_paragraphs: None -> 9251"."""
+    import sqa.reasoner as reasoner_pkg
+    from test_reasoner import ScriptedModel
+
+    model = ScriptedModel(["Who founded #0 Apple?", "When was #1 born?", "Is #2 before 1960?"])
+    monkeypatch.setattr(reasoner_pkg, "load_model", lambda name, **kw: model)
+    idx, out = tmp_path / "index", tmp_path / "run"
+    args = ["eval", "--split", "dev", "--limit", "2", "--out", str(out), "--index-dir", str(idx), *step_reader("eval")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "no index here" in err and err.count("\n") == 1, err  # one line: no progress-bar frame before it
+    assert json.loads((out / "run.json").read_text())["identity"]["index_paragraphs"] is None
+    shutil.copytree(gold_index.index_dir, idx)
+    assert main(args) == 0
+    assert "complete: 2/2 questions (2 new)" in capsys.readouterr().out
+    assert json.loads((out / "run.json").read_text())["identity"]["index_paragraphs"] == 9_251
+    # a run that answered questions is still protected
+    assert main(args + ["--k", "5"]) == 2
+    assert "k: 10 -> 5" in capsys.readouterr().err
+
+
+def test_a_question_too_long_for_the_context_blames_the_question_not_k(gold_index):
+    """The real 0.5B GGUF (4,096-token context): evidence is trimmed to a fixed size, so only the
+    question can make the prompt overflow."""
+    from sqa.reasoner.models import MODELS, assemble_gguf
+    from sqa.types import SqaError
+
+    try:
+        assemble_gguf(MODELS["qwen2.5-coder-0.5b"])
+    except SqaError as e:
+        pytest.skip(f"0.5B model not available: {e}")
+    question = "Is it true that " + " ".join(["the quick brown fox jumps over the lazy dog by the river"] * 600) + "?"
+    line = one_error_line(run_sqa(["ask", question, "--model", "qwen2.5-coder-0.5b", "-k", "3", *step_reader("ask"),
+                                   "--index-dir", gold_index.index_dir]))
+    assert "does not fit the model's context of 4,096 tokens" in line and "shorten the question" in line
+    assert "fewer evidence paragraphs" not in line and "n_ctx" not in line
