@@ -110,7 +110,7 @@ class FactsReasoner:
         p = float(self.head.p_yes(x))
         last = f"f{len(qf.facts)}" if qf.facts else None
         signals = {"plain": _sigmoid(qf.log_odds["plain"])} if "plain" in qf.log_odds else {}
-        if last and last in qf.log_odds:
+        if last and last in qf.log_odds and (self.head.spec.uses_facts or self.oracle):
             signals["facts"] = _sigmoid(qf.log_odds[last])
         timings = {"retrieve": round(qf.seconds.get("select", 0.0), 4), "read": round(qf.seconds.get("read", 0.0), 4)}
         timings["total"] = round(timings["retrieve"] + timings["read"], 4)
