@@ -27,7 +27,15 @@ def test_hf_model_on_gguf_agrees_with_llamacpp():
     assert not hf.prefers_batches  # CPU
     prompts = [_chat("Is Paris the capital of France?"), _chat("Is Paris the capital of Germany?")]
     p_hf = hf.yes_probability(prompts)
-    p_cpp = load_model("qwen2.5-coder-0.5b", n_ctx=512).yes_probability(prompts)
+    cpp = load_model("qwen2.5-coder-0.5b", n_ctx=512)
+    p_cpp = cpp.yes_probability(prompts)
+    # the answer head's features: the same hidden state and log-odds from both backends
+    import numpy as np
+
+    for (h, lo), (hc, _), p in zip(hf.hidden_states(prompts), cpp.hidden_states(prompts), p_hf):
+        assert h.shape == hc.shape == (896,)
+        assert 1 / (1 + np.exp(-lo)) == pytest.approx(p, abs=1e-4)
+        assert float(h @ hc / np.linalg.norm(h) / np.linalg.norm(hc)) > 0.9
     assert p_hf[0] > p_hf[1]
     # float32 dequantised weights vs llama.cpp's quantised kernels: close, not identical
     assert p_hf == pytest.approx(p_cpp, abs=0.05)
