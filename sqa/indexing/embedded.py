@@ -129,11 +129,22 @@ class TantivyBackend:
             return SqaError(f"{self.index_dir}: another process is writing this index (tantivy's writer lock is taken); "
                             "wait for it to finish, then run the same command again")
         hint = "run the same command again to resume"
-        if "os error 28" in msg or "No space left" in msg:
+        if "os error 28" in msg or "No space left" in msg or self._disk_full():
+            # a tantivy worker thread that hits a full disk reports only "A worker thread encountered
+            # an error (io::Error most likely)", so the free space is checked too
             hint = "no space left on the device: free some space, then run the same command again to resume"
         elif "os error 27" in msg:
             hint = "a file grew past the file-size limit: raise it or free space, then run the same command again to resume"
         return SqaError(f"{self.index_dir}: could not {what} ({msg}); {hint}")
+
+    def _disk_full(self, min_free: int = 1 << 20) -> bool:
+        """True when the index's file system has less than ``min_free`` bytes free (1 MiB)."""
+        import shutil
+
+        try:
+            return shutil.disk_usage(self.index_dir).free < min_free
+        except OSError:
+            return False
 
     # -- writing -------------------------------------------------------------------------
     def _get_writer(self):
