@@ -38,7 +38,8 @@ def main() -> int:
         if rng:
             qs = qs[int(rng[0]):int(rng[1])]
         path = Path(a.out) / f"{split}.jsonl"
-        todo = len([q for q in qs if q.qid not in read_done(path)])
+        done = read_done(path)
+        todo = len([q for q in qs if q.qid not in done])
         cols = (TextColumn(f"{item}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                 TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*cols) as prog:

@@ -96,7 +96,8 @@ def _digest(path: Path) -> str:
 
 def _load_head(model: str, retrieval: bool, oracle: Optional[str], head: Optional[Path], split: str,
                questions=None):
-    """(the answer head for this run, its identity "<kind>:<sha256 of the file, 12 hex>"). Refuses a
+    """(the answer head for this run, its identity "<kind>:<12 hex of the sha256 of its model, spec,
+    intercept and first 64 coefficients>"). Refuses a
     split the head was trained on (its accuracy there would be in-sample)."""
     import hashlib
 

@@ -107,7 +107,8 @@ def train_head_command(
     with Progress(*cols, console=err) as prog:
         from sqa.features import read_done
 
-        have = sum(1 for q in questions if q.qid in read_done(path))
+        done = read_done(path)  # once, not once per question
+        have = sum(1 for q in questions if q.qid in done)
         task = prog.add_task("features", total=len(questions), completed=have, rate="")
         t0, n = time.perf_counter(), [0]
 

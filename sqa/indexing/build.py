@@ -170,19 +170,12 @@ def remove_index(index_dir: str | Path, dry_run: bool = False) -> tuple[int, lis
         return 0, []
     if dry_run:
         return 0, others
-    import fcntl
-
     # tantivy's writer lock (an flock): taken by any process writing this index, sqa or not
     writer_lock = open(d / ".tantivy-writer.lock", "a+b") if (d / ".tantivy-writer.lock").exists() else None
     try:
         if writer_lock is not None:
-            try:
-                fcntl.flock(writer_lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:
-                if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise SqaError(f"{d}: another process is writing this index (tantivy's writer lock is taken), so "
-                                   "--fresh deleted nothing; wait for it to finish, then run the same command again") from None
-                raise
+            _lock_or_busy(writer_lock, f"{d}: another process is writing this index (tantivy's writer lock is taken), "
+                                       "so --fresh deleted nothing; wait for it to finish, then run the same command again")
         # the manifest last: an interrupted removal still leaves a directory recognised as an index
         ours.sort(key=lambda e: e.name == MANIFEST)
         n = 0
@@ -200,6 +193,19 @@ def remove_index(index_dir: str | Path, dry_run: bool = False) -> tuple[int, lis
             writer_lock.close()
 
 
+def _lock_or_busy(f, busy_message: str) -> None:
+    """Take an exclusive non-blocking ``flock`` on open file ``f``; raise SqaError(``busy_message``)
+    when another process holds it (other OS errors propagate)."""
+    import fcntl
+
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise SqaError(busy_message) from None
+        raise
+
+
 _held_locks: dict[str, int] = {}
 
 
@@ -208,8 +214,6 @@ def build_lock(index_dir: str | Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``index_dir/.sqa-build.lock`` (created, with the directory, if
     missing) while a build runs; re-entrant within one process. Raises SqaError when another
     process holds it, or when ``index_dir`` is a file."""
-    import fcntl
-
     d = Path(index_dir)
     if d.exists() and not d.is_dir():
         raise SqaError(f"{d}: is a file, not an index directory; give a directory to --index-dir")
@@ -224,13 +228,8 @@ def build_lock(index_dir: str | Path) -> Iterator[None]:
         return
     f = open(d / LOCK, "a+b")
     try:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise SqaError(f"{d}: another `sqa index` is building this index; wait for it to finish (or stop it), "
-                               "then run the same command again") from None
-            raise
+        _lock_or_busy(f, f"{d}: another `sqa index` is building this index; wait for it to finish (or stop it), "
+                         "then run the same command again")
         _held_locks[key] = 1
         try:
             yield

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+from sqa.reasoner.facts import split_sentences
 from sqa.types import Question
 
 SYSTEM = (
@@ -173,7 +174,6 @@ def is_operation_step(step: str) -> bool:
     return bool(REF.search(step)) and bool(words) and words[0].lower().strip(",") in AUX
 
 
-_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _TOK = re.compile(r"\w+")
 
 
@@ -184,7 +184,7 @@ def trim_evidence(text: str, query: str, max_words: int = 60) -> str:
     words = text.split()
     if len(words) <= max_words:
         return text.strip()
-    sents = [s for s in _SENT.split(text.strip()) if s.strip()]
+    sents = split_sentences(text)
     q = {w for w in _TOK.findall(query.lower()) if len(w) >= 3}
     scores = [len(q & {w for w in _TOK.findall(s.lower())}) for s in sents]
     best = max(range(len(sents)), key=lambda i: (scores[i], -i))
