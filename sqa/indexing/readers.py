@@ -29,11 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+import orjson
+from isal import igzip_threaded, isal_zlib
+
 from sqa.types import Paragraph, SqaError
 
 ErrorCallback = Callable[[str, int, str], None]
 # what a damaged compressed stream raises while it is read
-_STREAM_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error)
+_STREAM_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error, isal_zlib.error)
 
 
 def _damaged(path, e: BaseException) -> SqaError:
@@ -127,6 +130,52 @@ def detect_format(path: str | Path) -> str:
     raise SqaError(f"{path}:1: not a JSON corpus file (expected JSONL paragraphs or a StrategyQA paragraph dict)")
 
 
+def _open_jsonl(path: Path):
+    """``(raw, lines)`` for a JSONL corpus file: gzip is decompressed by ISA-L in a background
+    thread (``isal.igzip_threaded``: the GIL is released while it inflates, so it runs beside the
+    parser; ISA-L inflates about 2.5x faster than zlib, measured 0.9 vs 2.5 us a paragraph on
+    bench/index.py's resampled corpus); xz and plain files as in ``_open_binary``."""
+    raw, f = _open_binary(path)
+    if isinstance(getattr(f, "raw", None), gzip.GzipFile):
+        f.close()  # the stdlib reader _open_binary made (nothing read; it leaves ``raw`` open)
+        try:
+            raw.seek(0)
+            f = igzip_threaded.open(raw, "rb", block_size=1 << 20)
+        except BaseException:
+            raw.close()
+            raise
+    return raw, f
+
+
+def _record_error(obj) -> str | None:
+    """Why a decoded JSONL record is malformed (see the module doc), or None when it is valid."""
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    title, para_id, text = obj.get("title"), obj.get("para_id"), obj.get("para")
+    missing = [k for k, v in (("title", title), ("para_id", para_id), ("para", text)) if v is None]
+    if missing:
+        return f"missing field(s) {', '.join(missing)}"
+    if not isinstance(title, str) or not title.strip():
+        return f"wrong field type: title must be a non-empty string, got {_short(title)}"
+    if not ((isinstance(para_id, int) and not isinstance(para_id, bool))
+            or (isinstance(para_id, str) and para_id.strip())):
+        return f"wrong field type: para_id must be an integer or a non-empty string, got {_short(para_id)}"
+    if not isinstance(text, str):
+        return f"wrong field type: para must be a string, got {type(text).__name__} {_short(text)}"
+    return optional_field_error(obj)
+
+
+def _loads(line: bytes):
+    """Decode one JSON line: orjson (about 2.5x faster than ``json.loads`` here), falling back to the
+    standard library for what orjson refuses and ``json`` accepts (NaN, integers over 64 bits,
+    UTF-16/32 text, lone surrogates), so that the set of valid lines is the standard library's.
+    Raises ``json.JSONDecodeError`` / ``UnicodeDecodeError`` as ``json.loads`` does."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+
+
 def read_corpus_jsonl(path: str | Path, stats: ReadStats | None = None, on_error: ErrorCallback | None = None,
                       strict: bool = False, skip_lines: int = 0) -> Iterator[Paragraph]:
     """Yield paragraphs from a full-corpus JSONL file (plain, .gz or .xz), one per valid line.
@@ -138,50 +187,49 @@ def read_corpus_jsonl(path: str | Path, stats: ReadStats | None = None, on_error
     """
     path = Path(path)
     stats = stats if stats is not None else ReadStats()
-    raw, f = _open_binary(path)
+    raw, f = _open_jsonl(path)
     name = str(path)
+    str_, int_, list_, dict_ = str, int, list, dict
     try:
-        for lineno, line in enumerate(f, start=1):
-            if lineno <= skip_lines:
-                continue
+        lineno = 0
+        if skip_lines:
+            for lineno, _ in zip(range(1, skip_lines + 1), f):
+                pass
+        for lineno, line in enumerate(f, start=lineno + 1):
             stats.position = lineno
             if not lineno & 255:  # tell() is a system call: update the progress position every 256 lines
                 stats.bytes_read = raw.tell()
-            if not line.strip():
-                continue
             try:
-                obj = json.loads(line)
+                obj = _loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                if not line.strip():
+                    continue
                 stats.record_error(name, lineno, f"invalid JSON ({e})", on_error, strict)
                 continue
-            if not isinstance(obj, dict):
-                stats.record_error(name, lineno, "not a JSON object", on_error, strict)
-                continue
-            title, para_id, text = obj.get("title"), obj.get("para_id"), obj.get("para")
-            missing = [k for k, v in (("title", title), ("para_id", para_id), ("para", text)) if v is None]
-            if missing:
-                stats.record_error(name, lineno, f"missing field(s) {', '.join(missing)}", on_error, strict)
-                continue
-            reason = None
-            if not isinstance(title, str) or not title.strip():
-                reason = f"wrong field type: title must be a non-empty string, got {_short(title)}"
-            elif not ((isinstance(para_id, int) and not isinstance(para_id, bool))
-                      or (isinstance(para_id, str) and para_id.strip())):
-                reason = f"wrong field type: para_id must be an integer or a non-empty string, got {_short(para_id)}"
-            elif not isinstance(text, str):
-                reason = f"wrong field type: para must be a string, got {type(text).__name__} {_short(text)}"
-            else:
-                reason = optional_field_error(obj)
+            # the fast path: exact types as a JSON decoder makes them; anything else is checked
+            # (and explained) by _record_error
+            if type(obj) is dict_:
+                title, para_id, text = obj.get("title"), obj.get("para_id"), obj.get("para")
+                section, headers = obj.get("section"), obj.get("headers")
+                if (type(title) is str_ and type(text) is str_ and title.strip()
+                        and (type(para_id) is int_ or (type(para_id) is str_ and para_id.strip()))
+                        and (section is None or type(section) is str_)
+                        and (headers is None or (type(headers) is list_ and all(type(h) is str_ for h in headers)))):
+                    stats.read += 1
+                    yield Paragraph(f"{title}-{para_id}", title, text, section or "", tuple(headers) if headers else ())
+                    continue
+            reason = _record_error(obj)
             if reason:
                 stats.record_error(name, lineno, reason, on_error, strict)
                 continue
-            stats.read += 1
-            yield Paragraph(evidence_id=f"{title}-{para_id}", title=title, text=text,
+            stats.read += 1  # valid, but not in the fast path's exact types (an int subclass, say)
+            yield Paragraph(evidence_id=f"{obj['title']}-{obj['para_id']}", title=obj["title"], text=obj["para"],
                             section=obj.get("section") or "", headers=tuple(obj.get("headers") or ()))
         stats.bytes_read = raw.tell()
     except _STREAM_ERRORS as e:
         raise _damaged(path, e) from None
     finally:
+        f.close()
         raw.close()
 
 
