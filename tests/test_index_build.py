@@ -239,5 +239,9 @@ def test_sqa_index_killed_with_sigkill_resumes_to_the_exact_count(tmp_path):
 def test_preset_files_are_the_shipped_corpora():
     assert preset_files("strategyqa") == [PARAGRAPHS_FILE]
     assert preset_files("mini") == [PARAGRAPHS_FILE, DISTRACTORS_FILE]
-    with pytest.raises(SqaError, match="unknown preset"):
-        preset_files("full")
+    from sqa.indexing.download import CORPUS_NAME
+    from sqa.paths import sqa_home
+
+    assert preset_files("full") == [sqa_home() / "corpus" / CORPUS_NAME]  # where --preset full downloads it
+    with pytest.raises(SqaError, match="unknown preset 'bogus'; use mini, strategyqa, full"):
+        preset_files("bogus")

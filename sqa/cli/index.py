@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+                           TransferSpeedColumn)
 
 from sqa.cli import app
 from sqa.cli.common import BackendOpt, IndexDirOpt, resolve_index_dir
@@ -17,8 +18,9 @@ from sqa.types import SqaError
 
 @app.command("index")
 def index_command(
-    preset: Annotated[Optional[str], typer.Option(help="mini (9,251 gold + 150,679 distractors = 159,930 paragraphs) or strategyqa (gold only).")] = None,
-    corpus: Annotated[Optional[list[Path]], typer.Option("--corpus", help="Corpus file(s): full-corpus JSONL (plain/.gz) or strategyqa_train_paragraphs.json. Repeatable.")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="mini (9,251 gold + 150,679 distractors = 159,930 paragraphs), strategyqa (gold only) or full (the 36.6M-paragraph StrategyQA corpus: downloaded to $SQA_HOME/corpus first, resumably).")] = None,
+    corpus: Annotated[Optional[list[Path]], typer.Option("--corpus", help="Corpus file(s): full-corpus JSONL (plain/.gz) or strategyqa_train_paragraphs.json. Repeatable. With --preset full: a copy of the full corpus on disk (no download).")] = None,
+    corpus_url: Annotated[Optional[str], typer.Option("--corpus-url", help="Where --preset full downloads the corpus from (default: $SQA_CORPUS_URL, else the StrategyQA release).", show_default=False)] = None,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed line instead of skipping and counting it.")] = False,
@@ -26,23 +28,29 @@ def index_command(
                                              "that sqa recognises as its index is touched, and only the index's files.")] = False,
     es_index: Annotated[str, typer.Option(help="Elasticsearch index name (elasticsearch backend).")] = "sqa-paragraphs",
     es_workers: Annotated[int, typer.Option(help="Parallel bulk workers (elasticsearch backend).")] = 4,
-    commit_every: Annotated[int, typer.Option(help="Paragraphs between checkpoints (resume granularity).")] = 200_000,
+    commit_every: Annotated[Optional[int], typer.Option(help="Paragraphs between checkpoints (resume granularity); default 1,000,000 (embedded) or 200,000 (elasticsearch).", show_default=False)] = None,
 ) -> None:
     """Build the BM25 paragraph index once; re-running after an interruption resumes it."""
     from sqa.indexing import preset_files, read_manifest
     from sqa.indexing.build import CHECKPOINT, build_lock, remove_index
 
-    if preset and corpus:
-        raise SqaError("give either --preset or --corpus, not both")
+    if preset and corpus and preset != "full":
+        raise SqaError("give either --preset or --corpus, not both (only --preset full takes --corpus: a copy of the "
+                       "full corpus on disk)")
+    if corpus_url and preset != "full":
+        raise SqaError("--corpus-url is for --preset full")
+    if preset == "full" and corpus and len(corpus) != 1:
+        raise SqaError("--preset full takes one --corpus file (the full corpus, .jsonl.gz)")
     if not preset and not corpus:
         preset = "mini"
     if backend not in ("embedded", "elasticsearch"):
         raise SqaError(f"unknown backend {backend!r}; use one of embedded, elasticsearch")
-    if commit_every < 1:
+    if commit_every is not None and commit_every < 1:
         raise SqaError(f"--commit-every must be at least 1 (got {commit_every})")
     if es_workers < 1:
         raise SqaError(f"--es-workers must be at least 1 (got {es_workers})")
-    files = preset_files(preset) if preset else list(corpus)
+    files = list(corpus) if corpus else preset_files(preset)
+    download = preset == "full" and not corpus
     d = resolve_index_dir(index_dir)
     console = Console(stderr=True, soft_wrap=True)  # one message, one line
 
@@ -63,7 +71,35 @@ def index_command(
             console.print(f"index already built in {d}: {manifest['paragraph_count']:,} paragraphs "
                           f"({manifest['backend']}); use --fresh to rebuild")
             return
+        if download:
+            files = [_fetch(corpus_url, console)]
         _build(files, d, backend, preset, strict, fresh, es_index, es_workers, commit_every, console)
+
+
+def _fetch(url: Optional[str], console: Console) -> Path:
+    """Download the full corpus (``sqa.indexing.download.fetch_corpus``) with a progress bar
+    (bytes, rate, time left); returns its path."""
+    from sqa.indexing.download import corpus_url, fetch_corpus, safe_url
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                  disable=not console.is_terminal and not sys.stderr.isatty()) as progress:
+        tasks: dict[str, int] = {}
+
+        def on_progress(p) -> None:
+            if p.phase not in tasks:
+                if p.phase == "download":
+                    if p.restarted:
+                        console.print("the server does not resume downloads (no range requests): starting again "
+                                      "from the first byte", highlight=False)
+                    elif p.resumed_from:
+                        console.print(f"resuming the download at {p.resumed_from:,} bytes", highlight=False)
+                desc = f"download {safe_url(corpus_url(url)).rsplit('/', 1)[-1]}" if p.phase == "download" \
+                    else "check gzip"
+                tasks[p.phase] = progress.add_task(desc, total=p.total)
+            progress.update(tasks[p.phase], completed=p.done, total=p.total)
+
+        return fetch_corpus(url, on_progress=on_progress)
 
 
 def _remove_local(d: Path, backend: str, es_index: str, es_workers: int, console: Console) -> None:
@@ -81,7 +117,7 @@ def _remove_local(d: Path, backend: str, es_index: str, es_workers: int, console
 
 
 def _build(files, d: Path, backend: str, preset, strict: bool, fresh: bool, es_index: str, es_workers: int,
-           commit_every: int, console: Console) -> None:
+           commit_every: Optional[int], console: Console) -> None:
     from sqa.indexing import build_index, open_backend
 
     # (--fresh already deleted and recreated the Elasticsearch index in _remove_local)

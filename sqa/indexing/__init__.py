@@ -16,16 +16,26 @@ from sqa.types import MAX_K, SearchBackend, SqaError, SqaWarning
 BACKENDS = ("embedded", "elasticsearch")
 
 
+PRESETS = ("mini", "strategyqa", "full")
+
+
 def preset_files(preset: str) -> list[Path]:
     """Corpus files of a preset: ``strategyqa`` = the 9,251 gold paragraphs; ``mini`` = gold +
-    the 150,679 shipped distractors (159,930 paragraphs). Raises SqaError for another name."""
+    the 150,679 shipped distractors (159,930 paragraphs); ``full`` = the StrategyQA release's
+    36.6M-paragraph corpus at ``$SQA_HOME/corpus/`` (where ``sqa index --preset full`` downloads
+    it, see ``sqa.indexing.download``; the path is returned whether or not it is there yet).
+    Raises SqaError for another name."""
     from sqa.strategyqa import DISTRACTORS_FILE, PARAGRAPHS_FILE
 
     if preset == "strategyqa":
         return [PARAGRAPHS_FILE]
     if preset == "mini":
         return [PARAGRAPHS_FILE, DISTRACTORS_FILE]
-    raise SqaError(f"unknown preset {preset!r}; use mini or strategyqa, or pass --corpus PATH")
+    if preset == "full":
+        from sqa.indexing.download import CORPUS_NAME, corpus_dir
+
+        return [corpus_dir() / CORPUS_NAME]
+    raise SqaError(f"unknown preset {preset!r}; use {', '.join(PRESETS)}, or pass --corpus PATH")
 
 
 def open_backend(index_dir: str | Path, backend: str = "embedded", create: bool = False, **options) -> SearchBackend:
@@ -77,5 +87,5 @@ def check_searchable(index_dir: str | Path, be: SearchBackend) -> None:
                       f"run {build} to finish it", SqaWarning, stacklevel=3)
 
 
-__all__ = ["BACKENDS", "MAX_K", "BuildReport", "build_index", "check_searchable", "open_backend", "preset_files",
+__all__ = ["BACKENDS", "MAX_K", "PRESETS", "BuildReport", "build_index", "check_searchable", "open_backend", "preset_files",
            "read_manifest"]
