@@ -11,8 +11,9 @@ Engines (both on every core of the machine, both building the same paragraphs):
 - ``lucene``: Lucene through Anserini (``python -m pyserini.index.lucene --collection JsonCollection
   --generator DefaultLuceneDocumentGenerator --threads T --storeRaw``, T = cores), on the same
   paragraphs converted to Anserini's ``{"id", "contents"}`` JSON lines (``id`` = evidence ID,
-  ``contents`` = title, section and text as sqa's ``body`` field), gzipped like sqa's input and
-  split into ``--split`` files (4 by default), because Anserini gives each thread a file. The
+  ``contents`` = title, section and text as sqa's ``body`` field), gzipped like sqa's input (or
+  plain, ``--lucene-input plain``) and split into ``--split`` files (4 by default), because
+  Anserini gives each thread a file. The
   conversion is done once per corpus and not timed. It runs with a separate Python environment
   (``--lucene-python``, see bench/requirements-lucene.txt): pyserini is never a dependency of sqa.
 
@@ -97,16 +98,18 @@ def corpus(n: int) -> Path:
     return path
 
 
-def lucene_input(src: Path, n: int, split: int) -> Path:
-    """``src`` as Anserini JsonCollection files (``{"id", "contents"}``, gzip level 1 like ``src``)
-    in ``split`` files of consecutive lines; cached next to it (a ``.done`` marker when complete)."""
-    d = WORK / f"lucene-input-{n}-{split}"
+def lucene_input(src: Path, n: int, split: int, compress: bool = True) -> Path:
+    """``src`` as Anserini JsonCollection files (``{"id", "contents"}``; gzip level 1 like ``src``,
+    or plain text with ``compress`` false) in ``split`` files of consecutive lines; cached in
+    bench/work (a ``.done`` marker when complete)."""
+    d = WORK / f"lucene-input-{n}-{split}" if compress else WORK / f"lucene-input-{n}-{split}-plain"
     if (d / ".done").exists():
         return d
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     per = math.ceil(n / split)
-    outs = [gzip.open(d / f"part{i:02d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) for i in range(split)]
+    outs = [gzip.open(d / f"part{i:02d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) if compress
+            else open(d / f"part{i:02d}.jsonl", "w", encoding="utf-8") for i in range(split)]
     with gzip.open(src, "rt", encoding="utf-8") as f:
         for i, line in enumerate(f):
             r = json.loads(line)
@@ -338,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2, help="builds per engine and size (alternating order)")
     ap.add_argument("--engines", default="sqa,lucene")
     ap.add_argument("--split", type=int, default=4, help="files Lucene's input is split into (>= its threads)")
+    ap.add_argument("--lucene-input", choices=("gz", "plain"), default="gz",
+                    help="Lucene's input files gzipped like sqa's (default: both inflate gzip) or plain text "
+                         "(Lucene is spared the decompression sqa does)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2, help="Lucene's indexing threads")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=100, help="warm-up queries before the timed ones (the JVM's JIT)")
@@ -384,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
                               "one indexing thread per core)",
                        "lucene": f"python -m pyserini.index.lucene --collection JsonCollection --generator "
                                  f"DefaultLuceneDocumentGenerator --threads {a.threads} --storeRaw, input: the same "
-                                 f"paragraphs as {{id, contents}} JSON lines in {a.split} gzipped files",
+                                 f"paragraphs as {{id, contents}} JSON lines in {a.split} "
+                                 f"{'gzipped' if a.lucene_input == 'gz' else 'plain (not compressed)'} files",
                        "search": f"{a.queries} StrategyQA train questions (after {a.warmup} warm-up ones), top-10, one core, stored "
                                  "paragraph fetched; BM25 k1=1.2 b=0.75 in both",
                        "order": "builds alternate between the engines and repeat; load average before/after each"},
@@ -398,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for size in [int(x) for x in a.sizes.split(",") if x]:
         corpus_file = corpus(size)
-        lin = lucene_input(corpus_file, size, a.split) if "lucene" in engines else None
+        lin = lucene_input(corpus_file, size, a.split, a.lucene_input == "gz") if "lucene" in engines else None
         for rep in range(a.repeats):
             order = engines if rep % 2 == 0 else engines[::-1]  # alternate: a load change hits every engine
             for engine in order:

@@ -33,12 +33,15 @@ from typing import Callable, Iterator, Sequence
 from sqa.indexing.readers import ReadStats, read_corpus
 from sqa.types import SearchBackend, SqaError
 
-# paragraphs between checkpoints when not given. embedded: 1,000,000 (about 25-30 s of work on 2
-# cores): tantivy writes one segment per indexing thread at every commit, and fewer, larger
-# segments mean less merging: on 1M resampled paragraphs 46 CPU-s against 52-53 with 200,000,
-# alternating runs, bench/results/index_vs_lucene.json ``profile``. elasticsearch: 200,000 (a
-# checkpoint there waits for the in-flight bulk requests and refreshes).
-DEFAULT_COMMIT_EVERY = {"embedded": 1_000_000, "elasticsearch": 200_000}
+# paragraphs between checkpoints when not given. embedded: 2,000,000 (under a minute of work on 2
+# cores, the most a kill -9 loses). tantivy writes one segment per indexing thread at every commit;
+# fewer, larger segments mean less merging (1M resampled paragraphs: 46 CPU-s with a 1,000,000
+# window against 52-53 with 200,000, alternating runs, bench/results/index_profile.json), and with
+# 1M-paragraph segments tantivy's log merge policy (8 segments of a size merge into one) tops out
+# at 8M-paragraph segments for the 36.6M corpus instead of starting a 32M-paragraph merge at the
+# end, as 500k-paragraph segments (a 1,000,000 window) would. elasticsearch: 200,000 (a checkpoint
+# there waits for the in-flight bulk requests and refreshes).
+DEFAULT_COMMIT_EVERY = {"embedded": 2_000_000, "elasticsearch": 200_000}
 MANIFEST = "manifest.json"
 CHECKPOINT = "checkpoint.json"
 LOCK = ".sqa-build.lock"
