@@ -133,8 +133,8 @@ def detect_format(path: str | Path) -> str:
 def _open_jsonl(path: Path):
     """``(raw, lines)`` for a JSONL corpus file: gzip is decompressed by ISA-L in a background
     thread (``isal.igzip_threaded``: the GIL is released while it inflates, so it runs beside the
-    parser; ISA-L inflates about 2.5x faster than zlib, measured 0.9 vs 2.5 us a paragraph on
-    bench/index.py's resampled corpus); xz and plain files as in ``_open_binary``."""
+    parser; ISA-L inflates and splits lines in 0.9 us a paragraph against 2.4-2.5 for zlib,
+    bench/results/index_profile.json); xz and plain files as in ``_open_binary``."""
     raw, f = _open_binary(path)
     if isinstance(getattr(f, "raw", None), gzip.GzipFile):
         f.close()  # the stdlib reader _open_binary made (nothing read; it leaves ``raw`` open)
@@ -166,7 +166,8 @@ def _record_error(obj) -> str | None:
 
 
 def _loads(line: bytes):
-    """Decode one JSON line: orjson (about 2.5x faster than ``json.loads`` here), falling back to the
+    """Decode one JSON line: orjson (0.7 us a paragraph against 2.6 for ``json.loads``,
+    bench/results/index_profile.json), falling back to the
     standard library for what orjson refuses and ``json`` accepts (NaN, integers over 64 bits,
     UTF-16/32 text, lone surrogates), so that the set of valid lines is the standard library's.
     Raises ``json.JSONDecodeError`` / ``UnicodeDecodeError`` as ``json.loads`` does."""
