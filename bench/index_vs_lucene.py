@@ -398,6 +398,16 @@ def main(argv: list[str] | None = None) -> int:
                                  "paragraph fetched; BM25 k1=1.2 b=0.75 in both",
                        "order": "builds alternate between the engines and repeat; load average before/after each"},
             "results": rows, "summary": summary, "extrapolation_36_6M": extrapolation,
+            "caveats": [
+                "the resampled corpus reuses the vocabulary of the 160k real mini paragraphs: the real 36.6M "
+                "paragraphs have many more distinct terms (bigger term dictionaries, for both engines), so the "
+                "extrapolated build time and index size are optimistic for both",
+                "Lucene's seconds include starting the JVM (about 1-2 s) and its JIT warm-up; sqa's include "
+                "Python's start and, at the end, waiting for tantivy's segment merges under way",
+                "sqa reads the corpus's own format (one gzipped JSONL file, the validation of every line "
+                "included); Lucene reads its own {id, contents} files, made beforehand and not timed",
+                "peak RSS of the JVM is bounded by its heap (default: a quarter of the RAM), not by the data",
+            ],
             "wall_seconds_this_run": round(time.time() - started),
         }
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ import pytest
 from cli_helpers import default_sigint, one_error_line, run_sqa, sqa_argv
 from sqa.indexing import read_manifest
 from sqa.indexing.build import CHECKPOINT
-from sqa.indexing.download import CORPUS_NAME, fetch_corpus, safe_url
+from sqa.indexing.download import CORPUS_NAME, fetch_corpus
 from sqa.types import SqaError
 from test_readers import real_lines
 
@@ -176,7 +176,12 @@ def test_offline_refused_dns_and_http_errors_are_one_line_naming_the_url(server,
         fetch_corpus("http://sqa-test.invalid/x.gz", tmp_path)
     with pytest.raises(SqaError, match=r"/nope.gz: HTTP 404"):
         fetch_corpus(server.url.replace(NAME, "nope.gz"), tmp_path)
-    assert safe_url("https://user:s3cret@host.example:8080/a?b=1") == "https://***@host.example:8080/a?b=1"
+    for bad in ("corpus.jsonl.gz", "ftp://host/x.gz", "http://host:port/x.gz"):
+        with pytest.raises(SqaError, match="not a(n http\\(s\\)| usable) URL"):
+            fetch_corpus(bad, tmp_path)
+    with pytest.raises(SqaError) as e:
+        fetch_corpus(f"http://alice:s3cret@127.0.0.1:{port}/x.gz", tmp_path)
+    assert f"http://127.0.0.1:{port}/x.gz: cannot download" in str(e.value) and "s3cret" not in str(e.value)
 
 
 # --- sqa index --preset full -----------------------------------------------------------------------
@@ -186,7 +191,8 @@ def test_cli_offline_is_exit_2_one_line_with_credentials_redacted(tmp_path):
     r = run_sqa(["index", "--preset", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
                 env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
     line = one_error_line(r)
-    assert "127.0.0.1" in line and "connection refused" in line and "s3cret" not in line and "***@" in line
+    assert f"{url.replace('alice:s3cret@', '')}: cannot download the corpus (connection refused)" in line
+    assert "s3cret" not in line and "alice" not in line
     assert not (tmp_path / "idx" / "manifest.json").exists()
 
 

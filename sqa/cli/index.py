@@ -79,7 +79,9 @@ def index_command(
 def _fetch(url: Optional[str], console: Console) -> Path:
     """Download the full corpus (``sqa.indexing.download.fetch_corpus``) with a progress bar
     (bytes, rate, time left); returns its path."""
-    from sqa.indexing.download import corpus_url, fetch_corpus, safe_url
+    from sqa.indexing.download import corpus_dir, corpus_url, fetch_corpus, safe_url
+
+    dest_dir = corpus_dir()
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console,
@@ -88,7 +90,9 @@ def _fetch(url: Optional[str], console: Console) -> Path:
 
         def on_progress(p) -> None:
             if p.phase not in tasks:
-                if p.phase == "download":
+                if p.phase == "download":  # connected: say what and where (also when stderr is not a terminal)
+                    size = f" ({p.total:,} bytes)" if p.total else ""
+                    console.print(f"downloading {safe_url(corpus_url(url))}{size} to {dest_dir}", highlight=False)
                     if p.restarted:
                         console.print("the server does not resume downloads (no range requests): starting again "
                                       "from the first byte", highlight=False)
@@ -99,7 +103,10 @@ def _fetch(url: Optional[str], console: Console) -> Path:
                 tasks[p.phase] = progress.add_task(desc, total=p.total)
             progress.update(tasks[p.phase], completed=p.done, total=p.total)
 
-        return fetch_corpus(url, on_progress=on_progress)
+        path = fetch_corpus(url, dest_dir, on_progress=on_progress)
+    if tasks:
+        console.print(f"downloaded and checked {path}", highlight=False)
+    return path
 
 
 def _remove_local(d: Path, backend: str, es_index: str, es_workers: int, console: Console) -> None:

@@ -35,8 +35,9 @@ from sqa.types import SearchBackend, SqaError
 
 # paragraphs between checkpoints when not given. embedded: 2,000,000 (under a minute of work on 2
 # cores, the most a kill -9 loses). tantivy writes one segment per indexing thread at every commit;
-# fewer, larger segments mean less merging (1M resampled paragraphs: 46 CPU-s with a 1,000,000
-# window against 52-53 with 200,000, alternating runs on the shared 2 cores), and with
+# fewer, larger segments mean less merging and fewer evidence-ID look-ups in the committed index
+# (1M resampled paragraphs, alternating runs on 2 shared cores: 48-52 CPU-s with a 1,000,000 or
+# 2,000,000 window against 53-57 with 200,000, bench/results/index_profile_commit_every.json), and with
 # 1M-paragraph segments tantivy's log merge policy (8 segments of a size merge into one) tops out
 # at 8M-paragraph segments for the 36.6M corpus instead of starting a 32M-paragraph merge at the
 # end, as 500k-paragraph segments (a 1,000,000 window) would. elasticsearch: 200,000 (a checkpoint

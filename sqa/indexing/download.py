@@ -26,7 +26,8 @@ Protocol (standard library ``urllib``; no extra dependency):
   returns at once.
 
 Errors (offline, DNS failure, refused connection, HTTP error, a failed check) raise SqaError with
-one line naming the URL, credentials (``user:password@``) redacted.
+one line naming the URL without its credentials (``user:password@``, as the Elasticsearch
+backend shows its URL).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit, urlunsplit
 
+from sqa.indexing.elastic import redact_url as safe_url  # the URL without user:password@
 from sqa.paths import sqa_home
 from sqa.types import SqaError
 
@@ -81,19 +83,6 @@ def corpus_dir() -> Path:
 def corpus_url(url: str | None = None) -> str:
     """The URL to fetch: ``url`` if given, else ``$SQA_CORPUS_URL``, else ``CORPUS_URL``."""
     return url or os.environ.get(URL_ENV) or CORPUS_URL
-
-
-def safe_url(url: str) -> str:
-    """``url`` without ``user:password@`` (shown in messages and written to ``NAME.json``)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return re.sub(r"//[^/@\s]*@", "//***@", url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def _request(url: str, start: int, timeout: float):
@@ -206,6 +195,14 @@ def fetch_corpus(url: str | None = None, dest_dir: str | Path | None = None, nam
     """
     url = corpus_url(url)
     shown = safe_url(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError as e:
+        raise SqaError(f"{shown}: not a usable URL ({e}); give an http(s) URL to --corpus-url / ${URL_ENV}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SqaError(f"{shown}: not an http(s) URL; give one to --corpus-url / ${URL_ENV}, or a file on disk "
+                       "to --corpus")
     d = Path(dest_dir) if dest_dir else corpus_dir()
     dest, part, record = d / name, d / (name + ".part"), d / (name + ".json")
     done = _record(record)
