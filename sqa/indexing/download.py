@@ -134,7 +134,7 @@ def _net_error(url: str, e: BaseException) -> SqaError:
                         f"--corpus PATH for a copy on disk")
     reason = getattr(e, "reason", None) or e
     if isinstance(reason, socket.gaierror):
-        why = f"cannot resolve the host ({reason.strerror or reason}); offline?"
+        why = f"cannot resolve the host: {reason.strerror or reason}; offline?"
     elif isinstance(reason, (ConnectionRefusedError,)):
         why = "connection refused"
     elif isinstance(reason, (TimeoutError, socket.timeout)):
