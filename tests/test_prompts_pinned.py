@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from sqa.reasoner.factreader import PROMPT_VERSION, facts_head, facts_prompts, plain_head, plain_prompt
-from sqa.strategyqa import load_questions, questions_by_id
+from sqa.strategyqa import load_questions
 
 
 def _sha(text: str) -> str:
@@ -31,3 +31,20 @@ def test_facts_reader_prompts_are_byte_identical_to_facts_v1():
     assert ps[-1].endswith("Question: Will the Albany in Georgia reach a hundred thousand occupants before the one "
                            "in New York?\nFacts:\n- Albany, GA has around 75,000 people\n- Albany, NY has almost "
                            "100,000 people\nAnswer:")
+
+
+def test_steps_prompt_renders_the_chatml_the_recorded_steps_run_was_made_with():
+    """The steps reader's prompt is chat messages now; rendered for llama.cpp it must be the same
+    ChatML bytes as the string the recorded steps runs were made with."""
+    from sqa.reasoner import prompts as P
+    from sqa.reasoner.chat import render_chatml
+
+    q = load_questions("dev")[0]
+    demos = P.default_selector().select(q.question, 3, exclude_qid=q.qid)
+    assert [d.qid for d in demos] == ["62ac009461272e979537", "1111510e448112ed3c85", "5694613473f2c2c557f7"]
+    with_steps = render_chatml(P.question_prompt(demos, q.question, decompose=True))
+    plain = render_chatml(P.question_prompt(demos, q.question, decompose=False))
+    assert _sha(with_steps) == "6d7f9f37e6e06834861cdbbcecac90fafc13894982adf53759c46a68fcea6dbb"
+    assert _sha(plain) == "3b2f165039a21eb7c7f0f9c76c9ec9bfbd6d2c8db5fda73f4ea07d340197b6aa"
+    assert with_steps.startswith("<|im_start|>system\nYou answer yes/no questions")
+    assert with_steps.endswith(f"<|im_start|>user\nQuestion: {q.question}<|im_end|>\n<|im_start|>assistant\n")
