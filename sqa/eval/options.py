@@ -106,8 +106,19 @@ class EvalOptions:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
-# identity keys added after runs were recorded, with the value those runs had
-LEGACY_DEFAULTS = {"reader": "steps", "oracle": None, "head": "", "dataset": ""}
+# identity keys added after runs were recorded, with the value those runs had (before ``decision``
+# existed, the steps reader answered from the ``transcript`` reading alone)
+LEGACY_DEFAULTS = {"reader": "steps", "oracle": None, "head": "", "dataset": "", "decision": "transcript",
+                   "retrieval": True}
+
+
+def legacy_default(key: str):
+    """The value a run recorded before ``key`` joined the identity had (``LEGACY_DEFAULTS``, else
+    the option's default)."""
+    if key in LEGACY_DEFAULTS:
+        return LEGACY_DEFAULTS[key]
+    f = EvalOptions.__dataclass_fields__.get(key)
+    return f.default if f is not None else None
 
 
 def legacy_identity(old: dict) -> dict:
@@ -115,8 +126,9 @@ def legacy_identity(old: dict) -> dict:
     runs of that time had (``LEGACY_DEFAULTS``), the path keys go, and the facts reader's recorded
     ``decision`` (the steps reader's default, unused by it) becomes None."""
     out = {k: v for k, v in old.items() if k not in ("index_dir", "backend", "index_paragraphs", "index")}
-    for key, value in LEGACY_DEFAULTS.items():
-        out.setdefault(key, value)
+    for key in EvalOptions.IDENTITY:
+        if key not in out:
+            out[key] = legacy_default(key)
     if out.get("reader") == "facts":
         out["decision"] = None
     return out

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from sqa.eval.options import LEGACY_DEFAULTS, EvalOptions, legacy_identity
+from sqa.eval.options import EvalOptions, legacy_default, legacy_identity
 from sqa.jsonio import write_json_atomic
 from sqa.reasoner.trace import ReasoningResult, StepTrace
 from sqa.types import SqaError
@@ -174,15 +174,6 @@ def recorded_identity(recorded: dict) -> dict:
     return out
 
 
-def _default(key: str):
-    """The value a run recorded before ``key`` joined the identity had (``LEGACY_DEFAULTS``, else
-    the option's default)."""
-    if key in LEGACY_DEFAULTS:
-        return LEGACY_DEFAULTS[key]
-    f = EvalOptions.__dataclass_fields__.get(key)
-    return f.default if f is not None else None
-
-
 def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:
     out = []
     for key in dict.fromkeys([*new, *old]):
@@ -212,7 +203,7 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None)
             old = recorded_identity(recorded)
         except (ValueError, KeyError, TypeError, AttributeError):
             raise SqaError(f"{path}: not a valid run file; delete the directory or use another --out") from None
-        diff = _diff({k: old[k] if k in old else _default(k) for k in identity}, identity)
+        diff = _diff({k: old[k] if k in old else legacy_default(k) for k in identity}, identity)
         if not diff:
             return recorded
         if (out_dir / TRACES_FILE).exists() and (out_dir / TRACES_FILE).stat().st_size:
