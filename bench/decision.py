@@ -1,10 +1,11 @@
-"""Which P(yes) readings should make the final yes/no? Compares the reasoner's signals
-(``transcript``, ``compact``, ``direct``, ``plain``; see ``sqa.reasoner.Reasoner``) and their
-log-odds means on ``sqa eval`` runs that recorded them (``--signals transcript,compact,direct,plain``).
+"""Which P(yes) readings should make the steps reader's final yes/no? Compares the four readings
+the recorded steps runs hold (``transcript``, ``compact``, ``direct``, ``plain``; recorded by the
+reader before its decision was fixed to transcript+direct+plain) and their log-odds means.
+The analysis behind ``sqa.reasoner.reasoner.DECISION``; it reads recorded runs only.
 
-Usage::
+Usage (RUN_DIR: a run folder with its traces decompressed to traces.jsonl)::
 
-    python bench/decision.py --choose /work/runs/t2061-signals [/work/runs/train ...] [--report /work/runs/dev229 ...]
+    python bench/decision.py --choose RUNS_DIR/t2061-signals [RUNS_DIR/train ...] [--report RUNS_DIR/dev229 ...]
 
 The decision is chosen on the ``--choose`` runs only (train-2061 or train runs), by accuracy at
 P(yes) = 0.5, ties broken by AUC. Dev questions never take part in the choice: a ``train`` run
@@ -25,14 +26,14 @@ import random
 import sys
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
+from sqa.reasoner.reasoner import combine_log_odds
+from sqa.strategyqa import load_questions, split_qids
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from sqa.reasoner.reasoner import SIGNALS, combine_log_odds  # noqa: E402
-from sqa.strategyqa import load_questions, split_qids  # noqa: E402
+SIGNALS = ("transcript", "compact", "direct", "plain")  # the readings the recorded runs hold
 
 OUT = ROOT / "bench" / "results" / "decision.json"
 
@@ -96,7 +97,7 @@ def analyse_rows(label: str, split: str, identity: dict | list, rows: list[dict]
 def analyse(run_dir: Path) -> dict:
     """The decision table of one run directory (all its questions)."""
     run, rows = load_run(run_dir)
-    return analyse_rows(str(run_dir), run["identity"]["split"], run["identity"], rows)
+    return analyse_rows(f"RUNS_DIR/{run_dir.name}", run["identity"]["split"], run["identity"], rows)
 
 
 def analyse_choice(run_dirs: list[Path]) -> dict:
@@ -119,7 +120,7 @@ def analyse_choice(run_dirs: list[Path]) -> dict:
                 continue
             seen.add(r["qid"])
             rows.append(r)
-    res = analyse_rows(" + ".join(map(str, run_dirs)), "+".join(dict.fromkeys(splits)) + " (no dev questions)",
+    res = analyse_rows(" + ".join(f"RUNS_DIR/{p.name}" for p in run_dirs), "+".join(dict.fromkeys(splits)) + " (no dev questions)",
                        identities, rows)
     res["dropped_dev_or_repeated"] = dropped
     return res
@@ -149,7 +150,10 @@ def main() -> None:
     con = Console()
     for r in [choose, *reports]:
         con.print(table(r, best["decision"]))
-    out = {"command": "python bench/decision.py " + " ".join(sys.argv[1:]), "chosen_on": [str(p) for p in args.choose],
+    # run folders by name only (RUNS_DIR: wherever they were decompressed): no machine path in results
+    command = ("python bench/decision.py --choose " + " ".join(f"RUNS_DIR/{p.name}" for p in args.choose)
+               + (" --report " + " ".join(f"RUNS_DIR/{p.name}" for p in args.report) if args.report else ""))
+    out = {"command": command, "chosen_on": [f"RUNS_DIR/{p.name}" for p in args.choose],
            "chosen": best["decision"], "runs": [choose, *reports]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")

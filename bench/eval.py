@@ -2,10 +2,10 @@
 per question) on this machine; writes bench/results/eval.json (merging: one entry per
 split/model/decomposition/index).
 
-    # run the first N dev questions now (resumes bench/work/eval-... if it is there)
-    python bench/eval.py --split dev --limit 10 --model qwen2.5-coder-1.5b --index-dir /work/indexes/mini
+    # run a preset on the first N dev questions now (resumes bench/work/eval-... if it is there)
+    python bench/eval.py --split dev --limit 10 --preset facts --index-dir INDEX_DIR
     # or record a finished (or partial) real run's metrics.json
-    python bench/eval.py --from-run runs/eval/dev-predicted-qwen2.5-coder-1.5b
+    python bench/eval.py --from-run RUN_DIR
 
 seconds/question is the runner's own measure (``metrics.json`` ``seconds_per_question``:
 wall-clock seconds inside ``answer_batch`` between one finished question and the next, model
@@ -43,11 +43,11 @@ def entry_from_metrics(m: dict, run_dir: Path, command: str, extra: dict | None 
     idx = m.get("index") or {}
     return {
         "command": command,
-        "run_dir": str(run_dir),
+        "run_dir": run_dir.name,  # the folder's name only: no machine path in results
         "split": m["split"], "n": m["n"], "n_predicted": m["n_predicted"], "n_questions": m["n_questions"],
         "model": m["model"], "decomposition": m["options"]["decomposition"], "k": m["options"]["k"],
         "batch_size": m["options"]["batch_size"],
-        "decision": m["options"].get("decision", "transcript"),
+        "decision": m.get("decision") or m["options"].get("decision") or m.get("reader", "steps"),
         "signals_accuracy": {k: v["Accuracy"] for k, v in (m.get("signals") or {}).items()},
         "complete": m.get("complete"),
         "index": {"backend": idx.get("backend"), "paragraph_count": idx.get("paragraph_count"),
@@ -79,12 +79,15 @@ def main() -> int:
     ap.add_argument("--split", default="dev")
     ap.add_argument("--limit", type=int, default=10)
     ap.add_argument("--model", default=None)
-    ap.add_argument("--decomposition", default="predicted")
-    ap.add_argument("--index-dir", default="/work/indexes/mini")
+    ap.add_argument("--preset", default="facts", help="a preset of sqa/presets.py")
+    ap.add_argument("--index-dir", default=None, help="index directory (default: $SQA_HOME/index)")
     ap.add_argument("--backend", default="embedded")
     ap.add_argument("--k", type=int, default=10)
     args = ap.parse_args()
-    command = "python " + " ".join([sys.argv[0], *sys.argv[1:]])
+    from sqa.paths import default_index_dir
+
+    index_dir = args.index_dir or str(default_index_dir())
+    command = "python " + " ".join([sys.argv[0], *sys.argv[1:]]).replace(index_dir, "INDEX_DIR")
 
     if args.from_run:
         m = json.loads((args.from_run / "metrics.json").read_text())
@@ -96,11 +99,11 @@ def main() -> int:
         from sqa.reasoner.models import DEFAULT_MODEL
 
         model = args.model or DEFAULT_MODEL
-        out = HERE / "work" / f"eval-{args.split}-{args.decomposition}-{Path(model).name}-{args.limit}"
+        out = HERE / "work" / f"eval-{args.split}-{args.preset}-{Path(model).name}-{args.limit}"
         load_at_start = list(os.getloadavg())
         t0 = time.perf_counter()
         rc = sqa_main(["eval", "--split", args.split, "--limit", str(args.limit), "--out", str(out), "--model", model,
-                       "--decomposition", args.decomposition, "--index-dir", args.index_dir, "--backend", args.backend,
+                       "--preset", args.preset, "--index-dir", index_dir, "--backend", args.backend,
                        "--k", str(args.k)])
         if rc != 0:
             return rc

@@ -14,10 +14,9 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sqa.features import FactSelector, extract, read_done
-from sqa.indexing import open_backend
+from sqa.pipeline import make_retriever, open_index
 from sqa.reasoner.factreader import demo_qids
 from sqa.reasoner.models import load_model
-from sqa.retriever.steps import StepRetriever
 from sqa.strategyqa import load_questions
 
 
@@ -28,8 +27,7 @@ def main() -> int:
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--plan", nargs="+", default=["train-2061:0:600", "dev", "train-2061:600:1000"])
     a = ap.parse_args()
-    be = open_backend(a.index_dir, "embedded")
-    sel = FactSelector(StepRetriever(be))
+    sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "ours"))
     model = load_model(a.model)
     demos = demo_qids()
     for item in a.plan:

@@ -16,7 +16,7 @@ import lzma
 from functools import lru_cache
 from pathlib import Path
 
-from sqa.types import Paragraph, Question, SqaError
+from sqa.types import Question, SqaError
 
 DATA_DIR = Path(__file__).resolve().parent / "_data"
 STRATEGYQA_DIR = DATA_DIR / "strategyqa"
@@ -156,10 +156,3 @@ def load_dataset_file(path: str | Path) -> list[Question]:
 def questions_by_id() -> dict[str, Question]:
     """All 2,780 questions (train + test) by qid."""
     return {q.qid: q for q in (*_train(), *_test())}
-
-
-def gold_paragraphs() -> list[Paragraph]:
-    """The 9,251 StrategyQA evidence paragraphs (``strategyqa_train_paragraphs.json``)."""
-    from sqa.indexing.readers import read_strategyqa_paragraphs
-
-    return list(read_strategyqa_paragraphs(PARAGRAPHS_FILE))

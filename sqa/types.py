@@ -2,13 +2,16 @@
 two Protocols (search backend, language model) that let a backend or a model be swapped.
 
 Data flows one way: corpus -> ``sqa.indexing`` -> ``SearchBackend`` -> ``sqa.retriever`` ->
-``sqa.reasoner`` -> ``sqa.eval``. Each stage imports only this module and the stage before it.
+``sqa.reasoner`` -> ``sqa.eval``. Each stage imports only this module (and ``sqa.paths``,
+``sqa.jsonio``, ``sqa.strategyqa``) and the stages before it; ``sqa.pipeline`` and ``sqa.cli`` wire
+them together (see docs/architecture.md). Every attribute one stage relies on in another's object
+is declared in the Protocols here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterable, Protocol, Sequence, Union, runtime_checkable
 
 
 class SqaError(Exception):
@@ -45,8 +48,13 @@ class Paragraph:
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: a paragraph, its backend score (BM25, engine units; only comparable
-    within one backend) and its 1-based rank in the result list."""
+    """One search result: a paragraph, the score its list is ranked by, and its 1-based rank.
+
+    ``score`` is the backend's BM25 (engine units; comparable only within one backend and query)
+    for a backend search and for the official pooling (``sqa.retriever.fusion.pool_by_score``); a
+    list fused by round-robin (``sqa.retriever.fusion.round_robin``, what ``StepRetriever.retrieve``
+    returns) carries minus its fused rank (-1, -2, ...), since no BM25 value is comparable across
+    the lists it interleaves."""
 
     paragraph: Paragraph
     score: float
@@ -67,6 +75,7 @@ class SearchBackend(Protocol):
     """
 
     name: str
+    item_errors: int  # paragraphs the backend refused so far (Elasticsearch per-item errors; 0 for tantivy)
 
     def add(self, paragraphs: Iterable[Paragraph]) -> int:
         """Queue paragraphs for indexing; returns how many were accepted."""
@@ -76,9 +85,15 @@ class SearchBackend(Protocol):
         """Make everything added so far durable and searchable."""
         ...
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
+    def search(self, query: str, k: int = 10, title_boost: float = 0.0) -> list[Hit]:
         """Top-``k`` paragraphs for free text ``query`` by BM25 over title, section and text,
-        best first. Never raises on query syntax: any text is a valid query."""
+        best first; ``title_boost`` > 0 adds the title field's BM25 times that weight. Never raises
+        on query syntax: any text is a valid query."""
+        ...
+
+    def manifest_extra(self) -> dict:
+        """What ``manifest.json`` records about how this backend ranks (``schema_version``,
+        ``analyzer``, ``bm25`` parameters; see ``sqa.indexing.manifest``) and where it lives."""
         ...
 
     def count(self) -> int:
@@ -136,18 +151,92 @@ class Prediction:
                 "paragraphs": list(self.paragraphs)}
 
 
+@dataclass(frozen=True)
+class ChatPrompt:
+    """A prompt as chat messages, rendered by each model in its own chat template.
+
+    ``messages``: closed turns ``(role, content)``, role ``system`` / ``user`` / ``assistant``;
+    ``reply``: the text the open assistant turn already holds (the model continues it; "" opens an
+    empty assistant turn). ``extend(text)`` gives the same prompt with ``text`` appended to the reply,
+    so a growing transcript shares its rendered prefix with what came before (KV-cache reuse)."""
+
+    messages: tuple[tuple[str, str], ...]
+    reply: str = ""
+
+    def extend(self, text: str) -> "ChatPrompt":
+        return ChatPrompt(self.messages, self.reply + text)
+
+
+# A plain string is raw text (a completion prompt, fed to the model as is, no template); a
+# ChatPrompt is rendered in the model's chat template.
+Prompt = Union[str, ChatPrompt]
+
+
 @runtime_checkable
 class LanguageModel(Protocol):
-    """A text model behind the decomposer and the reader. Implementations: GGUF on llama.cpp (CPU
-    default) and Hugging Face transformers (any checkpoint by name or path; CUDA + bfloat16 when a
-    GPU is present). Prompts are chat messages already rendered to the model's template."""
+    """A text model behind the decomposer and the readers. Implementations: GGUF on llama.cpp (CPU
+    default, ``sqa.reasoner.llamacpp``) and Hugging Face transformers (``sqa.reasoner.hf``; any
+    checkpoint by name or path, CUDA + bfloat16 when a GPU is present).
+
+    A prompt is a :data:`Prompt`: raw text (the facts reader's prompts) or a :class:`ChatPrompt`
+    (the steps reader's), which each model renders in its own chat template (llama.cpp: ChatML,
+    Qwen2.5's template; transformers: ``tokenizer.apply_chat_template``)."""
 
     name: str
+    prefers_batches: bool  # True on a GPU: callers send whole batches in lockstep
 
-    def generate(self, prompts: Sequence[str], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
+    def generate(self, prompts: Sequence[Prompt], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuation of each prompt, cut at the first stop string (not included)."""
         ...
 
-    def yes_probability(self, prompts: Sequence[str]) -> list[float]:
+    def yes_probability(self, prompts: Sequence[Prompt]) -> list[float]:
         """P(" Yes") / (P(" Yes") + P(" No")) for the next token after each prompt, in [0, 1]."""
+        ...
+
+    def hidden_states(self, prompts: Sequence[Prompt]) -> list:
+        """For each prompt ``(state, log_odds)``: the final-layer hidden state of its last token
+        (float32 numpy array, ``(hidden_size,)``) and ``log P(Yes) - log P(No)`` of the next token."""
+        ...
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Evidence for a question and its decomposition steps (``sqa.retriever``: ``StepRetriever``,
+    ``OfficialRetriever``, ``BackendRetriever``).
+
+    Steps may or may not carry answers: a ``#k`` in a step is replaced by step k's answer when it
+    is known, so the reasoner can call ``retrieve_step`` step by step as answers arrive.
+    """
+
+    name: str
+    last_queries: list[str]  # the query texts of the latest ``retrieve`` call
+
+    def step_query(self, step: Step, prior_steps: Sequence[Step] = (), question: str | None = None) -> str:
+        """The query text ``retrieve_step`` searches for this step."""
+        ...
+
+    def retrieve_step(self, step: Step, prior_steps: Sequence[Step] = (), k: int = 10,
+                      question: str | None = None) -> list[Hit]:
+        """Top-``k`` hits for one step; ``prior_steps`` are steps 1..i-1 (for ``#k``), ``question``
+        the original question (optional context)."""
+        ...
+
+    def retrieve(self, question: str, steps: Sequence[Step] = (), k: int = 10) -> list[Hit]:
+        """Top-``k`` evidence paragraphs for the whole question (ranks 1..k, unique evidence IDs);
+        with no steps, the question alone is the query."""
+        ...
+
+
+@runtime_checkable
+class BatchReasoner(Protocol):
+    """What the evaluation runner needs from a reader (``sqa.reasoner``): answers for a batch of
+    questions, in order, each reported through ``on_result`` as soon as it is done (the runner
+    writes it to disk at once).
+
+    ``decomposition``: ``predicted`` (the decomposer writes the steps), ``gold`` (StrategyQA's
+    annotated steps) or ``question`` (one step: the question itself)."""
+
+    def answer_batch(self, questions: Sequence[Question], decomposition: str = "predicted",
+                     on_result: Callable | None = None) -> list:
+        """``list[sqa.reasoner.trace.ReasoningResult]``, one per question, in order."""
         ...

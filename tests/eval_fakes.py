@@ -44,13 +44,6 @@ class FakeReasoner:
         return out
 
 
-class BatchOnlyFakeReasoner(FakeReasoner):
-    """The same answers, but without the ``on_result`` callback (results only at the end of a batch)."""
-
-    def answer_batch(self, questions, decomposition="predicted"):
-        return super().answer_batch(questions, decomposition)
-
-
 def main(out_dir: str, split: str, limit: int, delay: float, batch_size: int) -> int:
     """Run the runner with a slow fake reasoner (for kill -9 / SIGINT tests); prints a summary line."""
     from sqa.eval.runner import EvalOptions, run_eval

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-import sqa.reasoner as reasoner_pkg
+import sqa.reasoner.models as models_module
 from sqa.cli import main
 from sqa.strategyqa import load_questions
 
@@ -15,9 +15,9 @@ from tests.test_reasoner import ScriptedModel
 
 @pytest.fixture
 def scripted(monkeypatch):
-    """Make ``build_reasoner`` load a ScriptedModel instead of a GGUF (fast CLI tests)."""
+    """Make ``sqa.pipeline.build_reader`` load a ScriptedModel instead of a GGUF (fast CLI tests)."""
     model = ScriptedModel(["Who founded #0 Apple?", "When was #1 born?", "Is #2 before 1960?"])
-    monkeypatch.setattr(reasoner_pkg, "load_model", lambda name: model)
+    monkeypatch.setattr(models_module, "load_model", lambda name: model)
     return model
 
 
@@ -35,19 +35,19 @@ def _check_shape(obj: dict, question: str) -> None:
 
 def test_ask_json_shape(gold_index, scripted, capsys):
     q = load_questions("dev")[0].question
-    rc = main(["ask", q, "--json", "--reader", "steps", "--index-dir", str(gold_index.index_dir), "--decision", "transcript"])
+    rc = main(["ask", q, "--json", "--preset", "steps", "--index-dir", str(gold_index.index_dir)])
     out = capsys.readouterr().out
     assert rc == 0
     obj = json.loads(out)
     _check_shape(obj, q)
     assert [s["step"] for s in obj["decomposition"]] == scripted.steps
     assert obj["decomposition"][0]["answer"] == "ANSWER1" and len(obj["decomposition"][0]["evidence"]) == 10
-    assert obj["answer"] is True and obj["confidence"] == pytest.approx(0.9)
+    assert obj["answer"] is False and obj["confidence"] == pytest.approx(0.548, abs=1e-3)  # see the next test
     assert len(obj["paragraphs"]) == 10
 
 
-def test_ask_default_decision_averages_readings(gold_index, scripted, capsys):
-    """Default decision transcript+direct+plain: the scripted model says P(yes)=0.9 after the steps
+def test_ask_steps_averages_three_readings(gold_index, scripted, capsys):
+    """The steps reader's fixed decision transcript+direct+plain: the scripted model says P(yes)=0.9 after the steps
     (transcript holds "ANSWER1") and 0.2 on the two step-free prompts, so the log-odds mean is
     sigmoid((logit 0.9 + 2 logit 0.2) / 3) = 0.452 -> No with confidence 0.548."""
     import math
@@ -66,10 +66,15 @@ def test_ask_default_decision_averages_readings(gold_index, scripted, capsys):
 
 def test_ask_tree(gold_index, scripted, capsys):
     rc = main(["ask", "Was Steve Jobs born before 1960?", "--reader", "steps", "--k", "3", "--index-dir",
-               str(gold_index.index_dir), "--decision", "transcript"])
+               str(gold_index.index_dir)])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "Who founded #0 Apple?" in out and "ANSWER1" in out and "Yes" in out and "P(yes)=0.90" in out
+    assert "Who founded #0 Apple?" in out and "ANSWER1" in out and "No" in out and "P(yes)=0.45" in out
+    # a preset and a flag that disagree, and a preset that needs annotations: one-line usage errors
+    assert main(["ask", "Is the sun a star?", "--preset", "steps", "--reader", "facts"]) == 2
+    assert "--preset steps and --reader 'facts' disagree" in capsys.readouterr().err
+    assert main(["ask", "Is the sun a star?", "--preset", "oracle-facts"]) == 2
+    assert "annotations" in capsys.readouterr().err
 
 
 def test_ask_errors_are_one_line(tmp_path, gold_index, capsys):

@@ -113,8 +113,8 @@ def test_eval_score_of_a_non_utf8_file_a_directory_or_unknown_qids_is_one_line(t
 
 def test_a_failed_first_eval_does_not_block_the_same_command_later(tmp_path, gold_index, monkeypatch, capsys):
     """The first session fails (no index yet) after run.json was written; once the index exists the
-    same command runs instead of refusing "index_paragraphs: None -> 9251"."""
-    import sqa.reasoner as reasoner_pkg
+    same command runs instead of refusing "index.paragraph_count: None -> 9251"."""
+    import sqa.reasoner.models as reasoner_pkg
     from test_reasoner import ScriptedModel
 
     model = ScriptedModel(["Who founded #0 Apple?", "When was #1 born?", "Is #2 before 1960?"])
@@ -124,11 +124,11 @@ def test_a_failed_first_eval_does_not_block_the_same_command_later(tmp_path, gol
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "no index here" in err and err.count("\n") == 1, err  # one line: no progress-bar frame before it
-    assert json.loads((out / "run.json").read_text())["identity"]["index_paragraphs"] is None
+    assert json.loads((out / "run.json").read_text())["identity"]["index"]["paragraph_count"] is None
     shutil.copytree(gold_index.index_dir, idx)
     assert main(args) == 0
     assert "complete: 2/2 questions (2 new)" in capsys.readouterr().out
-    assert json.loads((out / "run.json").read_text())["identity"]["index_paragraphs"] == 9_251
+    assert json.loads((out / "run.json").read_text())["identity"]["index"]["paragraph_count"] == 9_251
     # a run that answered questions is still protected
     assert main(args + ["--k", "5"]) == 2
     assert "k: 10 -> 5" in capsys.readouterr().err

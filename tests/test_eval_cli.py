@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import sqa.reasoner as reasoner_pkg
+import sqa.reasoner.models as reasoner_pkg
 from sqa.cli import main
 from sqa.eval.leaderboard import load_predictions
 from sqa.strategyqa import TRAIN_FILE, load_questions
@@ -123,9 +123,9 @@ def test_eval_through_the_real_reasoner_resume_and_score(tmp_path, gold_index, s
 def test_cli_ctrl_c_exits_130_with_outputs(tmp_path):
     out = tmp_path / "run"
     code = (
-        "import signal, sys, eval_fakes, sqa.cli.eval as E\n"
+        "import signal, sys, eval_fakes, sqa.pipeline as PL\n"
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # see eval_fakes.py
-        "E._reasoner_factory = lambda *a, **kw: (lambda pool: eval_fakes.FakeReasoner(pool, delay=0.03))\n"
+        "PL.reader_factory = lambda *a, **kw: (lambda pool: eval_fakes.FakeReasoner(pool, delay=0.03))\n"
         "from sqa.cli import main\n"
         f"sys.exit(main(['eval', '--split', 'dev', '--reader', 'steps', '--out', {str(out)!r}, '--index-dir', {str(tmp_path)!r}]))\n"
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fakes import BatchOnlyFakeReasoner, FakeReasoner, fake_p_yes
+from eval_fakes import FakeReasoner, fake_p_yes
 from sqa.eval.leaderboard import load_predictions
 from sqa.eval.metrics import recall_at_k
 from sqa.eval.runner import (EvalOptions, TraceLog, fold_of, plan_fewshot, read_traces, run_eval,
@@ -129,14 +129,6 @@ def test_run_writes_leaderboard_predictions_metrics_and_reports(tmp_path):
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_batch_only_reasoner_gives_the_same_predictions(tmp_path):
-    run_eval(_opts(limit=12), tmp_path / "a", Factory())
-    run_eval(_opts(limit=12), tmp_path / "b", Factory(BatchOnlyFakeReasoner))
-    assert load_predictions(tmp_path / "a" / "predictions.json") == load_predictions(tmp_path / "b" / "predictions.json")
-    secs = [t["eval"]["seconds"] for t in _lines(tmp_path / "b" / "traces.jsonl")]
-    assert len(secs) == 12 and all(s >= 0 for s in secs)
-
-
 def test_test_split_writes_predictions_only(tmp_path):
     summary = run_eval(_opts(split="test", limit=5), tmp_path, Factory())
     assert summary.metrics is None
@@ -205,8 +197,8 @@ def test_resume_with_other_options_is_refused(tmp_path):
         run_eval(_opts(limit=5, decomposition="gold"), tmp_path, Factory())
     with pytest.raises(SqaError, match="split"):
         run_eval(_opts(split="train", limit=5), tmp_path, Factory())
-    with pytest.raises(SqaError, match=r"decision: 'transcript\+direct\+plain' -> 'compact\+direct'"):
-        run_eval(_opts(limit=5, decision="compact + direct"), tmp_path, Factory())
+    with pytest.raises(SqaError, match=r"decision: 'transcript\+direct\+plain' -> None; reader: 'steps' -> 'facts'"):
+        run_eval(_opts(limit=5, reader="facts", decomposition="question"), tmp_path, Factory())
     # limit and batch size may change between sessions
     assert run_eval(_opts(limit=8, batch_size=3), tmp_path, Factory()).done == 8
 
@@ -218,10 +210,10 @@ def test_bad_options_are_one_line_errors():
         _opts(split="val")
     with pytest.raises(SqaError, match="unknown decomposition"):
         _opts(decomposition="oracle")
-    with pytest.raises(SqaError, match="unknown decision 'vote'"):
-        _opts(decision="vote")
-    with pytest.raises(SqaError, match="unknown signal"):
-        _opts(signals=("logits",))
+    with pytest.raises(SqaError, match="unknown reader 'vote'"):
+        _opts(reader="vote")
+    with pytest.raises(SqaError, match="--oracle goes with --reader facts"):
+        _opts(oracle="facts")
 
 
 def test_a_second_writer_is_refused(tmp_path):
@@ -233,8 +225,11 @@ def test_a_second_writer_is_refused(tmp_path):
 
 def test_reasoner_results_out_of_order_or_self_example_are_errors(tmp_path):
     class Swapped(FakeReasoner):
-        def answer_batch(self, questions, decomposition="predicted"):
-            return list(reversed(super().answer_batch(questions, decomposition)))
+        def answer_batch(self, questions, decomposition="predicted", on_result=None):
+            out = list(reversed(super().answer_batch(questions, decomposition)))
+            for r in out:
+                on_result(r)
+            return out
 
     with pytest.raises(SqaError, match="in the place of"):
         run_eval(_opts(limit=4), tmp_path / "a", Factory(Swapped))
@@ -324,26 +319,52 @@ def test_ctrl_c_saves_finished_work_and_resume_completes(tmp_path):
     assert len({t["qid"] for t in _lines(tmp_path / "traces.jsonl")}) == len(_lines(tmp_path / "traces.jsonl")) == 60
 
 
+INDEX = {"schema": 1, "backend": "embedded", "corpus": "preset:mini", "paragraph_count": 159930,
+         "analyzer": "tantivy en: simple tokenizer, remove_long(40), lowercase, english stopwords, english stemmer",
+         "bm25": {"k1": 1.2, "b": 0.75}, "schema_version": 2}
+
+
 def test_run_recorded_before_an_identity_key_existed_still_resumes(tmp_path):
     """A run.json written before ``retrieval`` joined the identity resumes with the default (True)
     and is refused with --no-retrieval."""
-    import json
+    from sqa.eval.runner import check_run_file
 
-    from sqa.eval.runner import EvalOptions, check_run_file
-    from sqa.types import SqaError
-
-    opts = EvalOptions(split="dev", model="m", decomposition="predicted", index_dir="/i")
-    rec = check_run_file(tmp_path, opts, {"paragraph_count": 5})
+    opts = EvalOptions(split="dev", model="m", decomposition="predicted")
+    rec = check_run_file(tmp_path, opts, INDEX)
     run = tmp_path / "run.json"
     data = json.loads(run.read_text())
     del data["identity"]["retrieval"]
     run.write_text(json.dumps(data))
-    assert check_run_file(tmp_path, opts, {"paragraph_count": 5})["identity"] == data["identity"]
+    assert check_run_file(tmp_path, opts, INDEX)["identity"] == data["identity"]
     (tmp_path / "traces.jsonl").write_text('{"qid": "x"}\n')  # an answered question: the run is protected
     with pytest.raises(SqaError, match="retrieval: True -> False"):
-        check_run_file(tmp_path, EvalOptions(split="dev", model="m", decomposition="predicted", index_dir="/i",
-                                             retrieval=False), {"paragraph_count": 5})
-    assert rec["identity"]["retrieval"] is True
+        check_run_file(tmp_path, EvalOptions(split="dev", model="m", decomposition="predicted", retrieval=False), None)
+    assert rec["identity"]["retrieval"] is True and "index_dir" not in json.dumps(rec)
+
+
+def test_format_1_run_json_with_an_index_path_resumes_on_an_index_of_the_same_identity(tmp_path):
+    """run.json format 1 named the index directory (absolute) and the steps reader's decision: it
+    resumes wherever an index with the same backend, corpus and paragraph count is, and a run
+    recorded with a decision the steps reader no longer has is refused, not mixed."""
+    from sqa.eval.runner import check_run_file
+
+    old = {"split": "dev", "model": "m", "decomposition": "predicted", "k": 10, "index_dir": "/elsewhere/indexes/mini",
+           "backend": "embedded", "folds": 5, "retrieval": True, "decision": "transcript+direct+plain",
+           "index_paragraphs": 159930}
+    run = {"format": 1, "identity": old, "options": {**old, "limit": None, "batch_size": 4, "signals": ["compact"]},
+           "index": {"index_dir": "/elsewhere/indexes/mini", "backend": "embedded", "paragraph_count": 159930,
+                     "preset": "mini", "built_at": "x"}}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "traces.jsonl").write_text('{"qid": "x"}\n')
+    opts = EvalOptions(split="dev", model="m", decomposition="predicted", batch_size=4)
+    assert check_run_file(tmp_path, opts, {**INDEX, "built_at": "y"})["format"] == 1  # same identity: resumes
+    with pytest.raises(SqaError, match=r"index.paragraph_count: 159930 -> 9251"):
+        check_run_file(tmp_path, opts, {**INDEX, "corpus": "preset:mini", "paragraph_count": 9251})
+    run["identity"]["decision"] = "transcript"
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    with pytest.raises(SqaError, match=r"decision: 'transcript' -> 'transcript\+direct\+plain'"):
+        check_run_file(tmp_path, opts, INDEX)
+    assert EvalOptions.from_dict(run["options"]) == opts  # old keys (index_dir, decision, signals) ignored
 
 
 def test_signal_accuracy_scores_each_recorded_reading_against_gold():

@@ -56,3 +56,24 @@ def test_steps_that_are_not_operations_are_left_to_the_reader():
     assert compute_step("When did Aristotle die?", []) is None
     assert compute_step("Was #1 a philosopher?", ["Aristotle"]) is None
     assert compute_step("What is #3 of #1?", ["a", "b", "c"]) is None
+
+
+def test_is_operation_step_agrees_with_the_annotators_operation_tag():
+    """The one operation-step rule (the retriever's former "no content words" rule found 16 % of
+    them): on the 2,290 train questions' gold steps, against the steps most annotators tagged
+    "operation", it must keep precision >= 0.8, recall >= 0.9 and agreement >= 0.9."""
+    from sqa.reasoner.operations import is_operation_step
+    from sqa.strategyqa import load_questions
+
+    tp = fp = fn = tn = 0
+    for q in load_questions("train"):
+        for i, step in enumerate(q.decomposition):
+            tags = [ann[i] for ann in q.evidence if i < len(ann)]
+            gold = 2 * sum("operation" in t for t in tags) > len(tags)
+            pred = is_operation_step(step)
+            tp, fp, fn, tn = tp + (pred and gold), fp + (pred and not gold), fn + (gold and not pred), \
+                tn + (not pred and not gold)
+    assert tp + fp + fn + tn == 6720
+    assert tp / (tp + fp) >= 0.8 and tp / (tp + fn) >= 0.9 and (tp + tn) / (tp + fp + fn + tn) >= 0.9
+    assert is_operation_step("Is #2 greater than #1?") and is_operation_step("Are #1 and #2 the same?")
+    assert not is_operation_step("What is #1 made of?") and not is_operation_step("Is the sun a star?")

@@ -11,8 +11,12 @@ import types
 import pytest
 
 from sqa.reasoner import prompts as P
+from sqa.reasoner.chat import as_chatml_text
 from sqa.reasoner.models import GgufSpec, assemble_gguf
-from sqa.reasoner.reasoner import BackendRetriever, Reasoner
+from sqa.reasoner.operations import is_operation_step
+from sqa.reasoner.reasoner import DECISION, Reasoner, combine_log_odds
+from sqa.retriever.backend import BackendRetriever
+from sqa.retriever.clean import resolve_references
 from sqa.strategyqa import load_questions, questions_by_id
 from sqa.types import Hit, Paragraph, Question, SqaError, Step
 
@@ -23,6 +27,7 @@ class ScriptedModel:
     prompt it is given."""
 
     name = "scripted"
+    prefers_batches = False
 
     def __init__(self, steps: list[str] | None = None):
         self.steps = steps
@@ -31,7 +36,7 @@ class ScriptedModel:
 
     def generate(self, prompts, max_tokens, stop=()):
         out = []
-        for p in prompts:
+        for p in map(as_chatml_text, prompts):  # rendered as llama.cpp renders them
             self.generate_prompts.append(p)
             if p.endswith("Steps:\n1."):
                 out.append(" " + "\n".join(f"{i}. {s}" for i, s in enumerate(self.steps, 1))[3:] + "\nAnswer: Yes")
@@ -41,6 +46,7 @@ class ScriptedModel:
         return out
 
     def yes_probability(self, prompts):
+        prompts = [as_chatml_text(p) for p in prompts]
         self.yes_prompts.extend(prompts)
         return [0.9 if "ANSWER1" in p else 0.2 for p in prompts]
 
@@ -59,11 +65,14 @@ class RecordingRetriever:
     def retrieve(self, question, steps, k=10):
         return self.inner.retrieve(question, steps, k)
 
+    def __getattr__(self, name):  # name, last_queries, step_query: the inner retriever's
+        return getattr(self.inner, name)
+
 
 def _with_refs(split: str = "dev", n: int = 3) -> list[Question]:
     """Real questions whose gold decomposition uses "#k" in a step that is not an operation step."""
     out = [q for q in load_questions(split)
-           if len(q.decomposition) >= 3 and "#1" in q.decomposition[1] and not P.is_operation_step(q.decomposition[1])]
+           if len(q.decomposition) >= 3 and "#1" in q.decomposition[1] and not is_operation_step(q.decomposition[1])]
     return out[:n]
 
 
@@ -71,7 +80,7 @@ def test_step_loop_substitutes_earlier_answers_on_real_questions(gold_index):
     retriever = RecordingRetriever(BackendRetriever(gold_index))
     for q in _with_refs():
         model = ScriptedModel()
-        r = Reasoner(model, retriever, k=5, decision="transcript")
+        r = Reasoner(model, retriever, k=5)
         retriever.calls.clear()
         res = r.answer(q.question, qid=q.qid, decomposition=list(q.decomposition))
         assert [s.question for s in res.steps] == list(q.decomposition)
@@ -85,8 +94,9 @@ def test_step_loop_substitutes_earlier_answers_on_real_questions(gold_index):
         assert f"Evidence 1 ({top.title})" in first_read
         second_read = next(p for p in model.generate_prompts if p.endswith("#2 ="))
         assert "#1 = ANSWER1\n" in second_read
-        # final read over the whole transcript; the scripted P(yes)=0.9 -> Yes with that confidence
-        assert res.answer is True and res.p_yes == pytest.approx(0.9) and res.confidence == pytest.approx(0.9)
+        # final answer: the log-odds mean of the three readings; only the transcript holds "ANSWER1"
+        assert res.signals == {"transcript": 0.9, "direct": 0.2, "plain": 0.2} and res.decision == DECISION
+        assert res.p_yes == pytest.approx(combine_log_odds([0.9, 0.2, 0.2])) and res.answer is False
         assert len(res.paragraphs) == 5 and len(set(res.paragraphs)) == 5
         assert all(len(s.evidence) == 5 for s in res.steps)
 
@@ -95,26 +105,27 @@ def test_predicted_decomposition_is_parsed_and_operation_step_is_not_read(gold_i
     q = questions_by_id()[_with_refs("train-2061", 1)[0].qid]
     steps = ["What is the capital of France?", "What river flows through #1?", "Is #2 longer than 500 km?"]
     model = ScriptedModel(steps)
-    res = Reasoner(model, BackendRetriever(gold_index), k=3, decision="transcript").answer(q.question, qid=q.qid)
+    res = Reasoner(model, BackendRetriever(gold_index), k=3).answer(q.question, qid=q.qid)
     assert res.decomposition == steps
     # the last step is an operation over #2: no reader call, its answer is the final yes/no
     assert not any(p.endswith("#3 =") for p in model.generate_prompts)
-    assert res.steps[2].answer == "yes"
+    assert res.steps[2].answer == "no"  # the final answer: log-odds mean of 0.9, 0.2, 0.2 < 0.5
     assert res.steps[1].query == "What river flows through ANSWER1?" or "ANSWER1" in res.steps[1].query
 
 
 def test_no_retrieval_and_question_modes(gold_index):
     q = _with_refs(n=1)[0]
     model = ScriptedModel(["Who?", "Is #1 old?"])
-    res = Reasoner(model, None, retrieval=False, decision="transcript").answer(q.question, qid=q.qid)
+    res = Reasoner(model, None, retrieval=False).answer(q.question, qid=q.qid)
     assert res.paragraphs == [] and all(s.evidence == [] for s in res.steps)
-    assert "Evidence" not in model.yes_prompts[-1]
+    assert not any("Evidence" in p for p in model.yes_prompts[-3:])
     model = ScriptedModel()
-    res = Reasoner(model, BackendRetriever(gold_index), k=4, decision="transcript").answer_batch([q], decomposition="question")[0]
+    res = Reasoner(model, BackendRetriever(gold_index), k=4).answer_batch([q], decomposition="question")[0]
     assert res.steps == [] and len(res.paragraphs) == 4
     assert res.decomposition == [q.question] and res.to_prediction().decomposition == [q.question]  # one step
     assert model.generate_prompts == []  # question mode: one yes/no read, nothing generated
-    assert "Evidence 1 (" in model.yes_prompts[-1] and "Steps:" not in model.yes_prompts[-1].split("Question: ")[-1]
+    transcript = model.yes_prompts[-3]
+    assert "Evidence 1 (" in transcript and "Steps:" not in transcript.split("Question: ")[-1]
 
 
 def test_answer_batch_gold_mode_and_errors(gold_index):
@@ -149,9 +160,10 @@ def test_demonstrations_come_from_train_by_similarity_never_the_question():
 def test_parse_steps_and_substitute_and_trim():
     assert P.parse_steps("1. Who wrote Hamlet?\n2. When was #1 born?\nAnswer: Yes") == ["Who wrote Hamlet?",
                                                                                        "When was #1 born?"]
-    assert P.substitute("Is #2 older than #1?", ["Shakespeare", "1564"]) == "Is 1564 older than Shakespeare?"
-    assert P.substitute("Is #3 big?", ["a"]) == "Is #3 big?"
-    assert P.is_operation_step("Is #2 greater than #1?") and not P.is_operation_step("What is #1 made of?")
+    prior = [("Who wrote Hamlet?", "Shakespeare"), ("When was #1 born?", "1564")]
+    assert resolve_references("Is #2 older than #1?", prior, unknown="keep") == "Is 1564 older than Shakespeare?"
+    assert resolve_references("Is #3 big?", prior[:1], unknown="keep") == "Is #3 big?"
+    assert resolve_references("Where is #1's grave?", prior, unknown="keep") == "Where is Shakespeare's grave?"
     text = ("Paris is the capital of France. It has many museums. The Seine flows through Paris and into the "
             "English Channel at Le Havre. Many bridges cross it. " * 3)
     out = P.trim_evidence(text, "Which river flows through Paris?", max_words=25)
@@ -265,24 +277,6 @@ def test_lockstep_batches_match_one_by_one(gold_index):
         assert [(s.question, s.answer, s.evidence) for s in x.steps] == [(s.question, s.answer, s.evidence) for s in y.steps]
 
 
-def test_yes_threshold_shifts_log_odds(gold_index):
-    from sqa.reasoner.reasoner import shift_probability
-
-    assert shift_probability(0.65, 0.65) == pytest.approx(0.5)
-    assert shift_probability(0.3, 0.5) == 0.3
-    ps = [0.1, 0.4, 0.6, 0.64, 0.66, 0.9]
-    shifted = [shift_probability(p, 0.65) for p in ps]
-    assert shifted == sorted(shifted)  # order kept
-    assert [s >= 0.5 for s in shifted] == [p >= 0.65 for p in ps]
-    q = _with_refs(n=1)[0]
-    # scripted P(yes) = 0.9: Yes below a 0.95 threshold? No: 0.9 < 0.95 -> answer No, confidence > 0.5
-    res = Reasoner(ScriptedModel(), BackendRetriever(gold_index), k=3, yes_threshold=0.95, decision="transcript").answer(
-        q.question, qid=q.qid, decomposition=list(q.decomposition))
-    assert res.p_yes_raw == pytest.approx(0.9) and res.answer is False and res.confidence > 0.5
-    with pytest.raises(SqaError, match="yes_threshold"):
-        Reasoner(ScriptedModel(), None, retrieval=False, yes_threshold=1.0)
-
-
 def test_cpu_default_path_does_not_import_torch(gold_index):
     """The CPU default (llama.cpp + tantivy) never even tries to import torch/transformers: an import
     hook records every attempt, so the test means the same where torch is installed (CI) and where
@@ -297,8 +291,11 @@ def test_cpu_default_path_does_not_import_torch(gold_index):
             "        if name.split('.')[0] in HEAVY: tried.append(name)\n"
             "        return None\n"
             "sys.meta_path.insert(0, Spy())\n"
-            "from sqa.reasoner import build_reasoner\n"
-            f"r = build_reasoner('qwen2.5-coder-0.5b', {str(gold_index.index_dir)!r}, k=3, max_steps=2, decompose_tokens=30)\n"
+            "from sqa.pipeline import build_reader\n"
+            "from sqa.presets import get_preset\n"
+            "from sqa.reasoner.reasoner import StepsSettings\n"
+            f"r = build_reader(get_preset('steps'), 'qwen2.5-coder-0.5b', {str(gold_index.index_dir)!r}, k=3).reader\n"
+            "r.settings = StepsSettings(max_steps=2, decompose_tokens=30)\n"
             "res = r.answer('Is the Eiffel Tower in Paris?')\n"
             "assert 0 <= res.p_yes <= 1\n"
             "bad = [m for m in HEAVY if m in sys.modules]\n"
@@ -313,31 +310,25 @@ def test_cpu_default_path_does_not_import_torch(gold_index):
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
 
 
-def test_decision_signals_prompts_and_log_odds_mean(gold_index):
-    """Every signal reads its own prompt (compact = steps + answers without evidence lines; direct
-    and plain = no steps); the decision averages the chosen signals in log-odds."""
-    from sqa.reasoner.reasoner import combine_log_odds, parse_decision
-
+def test_final_answer_reads_transcript_direct_and_plain_and_averages_log_odds(gold_index):
+    """The three readings each read their own prompt (transcript = steps, evidence and answers with
+    the question repeated; direct and plain = no steps, plain with question-only demonstrations);
+    the final answer is their log-odds mean (DECISION)."""
     q = _with_refs(n=1)[0]
     model = ScriptedModel()
-    res = Reasoner(model, BackendRetriever(gold_index), k=3, decision="compact+direct",
-                   extra_signals=("transcript", "plain")).answer(q.question, qid=q.qid, decomposition=list(q.decomposition))
-    assert list(res.signals) == ["compact", "direct", "transcript", "plain"] and res.decision == "compact+direct"
-    compact, direct, transcript, plain = model.yes_prompts[-4:]
-    assert "Evidence 1 (" in transcript and "Evidence" not in compact.split(P.question_turn(q.question))[1]
-    assert "#1 = ANSWER1" in compact and "Steps:\n1. " in compact
-    assert direct.endswith(P.question_turn(q.question) + "Answer:") and "ANSWER" not in direct
-    assert plain.endswith(P.question_turn(q.question) + "Answer:") and "Steps:" not in plain
+    res = Reasoner(model, BackendRetriever(gold_index), k=3).answer(q.question, qid=q.qid,
+                                                                   decomposition=list(q.decomposition))
+    assert list(res.signals) == ["transcript", "direct", "plain"] and res.decision == DECISION == "transcript+direct+plain"
+    transcript, direct, plain = model.yes_prompts[-3:]
+    turn = f"<|im_start|>user\nQuestion: {q.question}<|im_end|>\n<|im_start|>assistant\n"
+    assert "Evidence 1 (" in transcript and "#1 = ANSWER1" in transcript
+    assert transcript.endswith(f"Question: {q.question}\nAnswer:")  # the question asked again
+    assert direct.endswith(turn + "Answer:") and "ANSWER" not in direct and "Steps:\n1. " in direct
+    assert plain.endswith(turn + "Answer:") and "Steps:" not in plain
     # scripted P(yes): 0.9 when "ANSWER1" is in the prompt, else 0.2
-    assert res.signals == {"compact": 0.9, "direct": 0.2, "transcript": 0.9, "plain": 0.2}
-    assert res.p_yes == pytest.approx(combine_log_odds([0.9, 0.2])) and res.p_yes == pytest.approx(0.6, abs=1e-9)
-    assert res.answer is True
+    assert res.signals == {"transcript": 0.9, "direct": 0.2, "plain": 0.2}
+    assert res.p_yes == pytest.approx(combine_log_odds([0.9, 0.2, 0.2])) and res.answer is False
     assert combine_log_odds([0.7]) == 0.7 and combine_log_odds([0.3, 0.7]) == pytest.approx(0.5)
-    assert parse_decision("direct + compact") == ("direct", "compact")
-    with pytest.raises(SqaError, match="unknown decision"):
-        parse_decision("vote")
-    with pytest.raises(SqaError, match="unknown signal"):
-        Reasoner(model, BackendRetriever(gold_index), extra_signals=("logits",))
 
 
 def test_operation_steps_are_computed_not_generated(gold_index):
@@ -347,7 +338,7 @@ def test_operation_steps_are_computed_not_generated(gold_index):
     class Numbers(ScriptedModel):
         def generate(self, prompts, max_tokens, stop=()):
             out = []
-            for p in prompts:
+            for p in map(as_chatml_text, prompts):
                 self.generate_prompts.append(p)
                 if p.endswith("Steps:\n1."):
                     out.append(" " + "\n".join(f"{i}. {s}" for i, s in enumerate(self.steps, 1))[3:])
@@ -359,7 +350,7 @@ def test_operation_steps_are_computed_not_generated(gold_index):
     steps = ["How long was the War in Vietnam (1945-46)?", "How long is the gestation period of a llama?",
              "What is 2 times #2?", "Is #3 less than #1?"]
     m = Numbers(steps)
-    r = Reasoner(m, BackendRetriever(gold_index), k=3, decision="transcript").answer(
+    r = Reasoner(m, BackendRetriever(gold_index), k=3).answer(
         "Could a llama birth twice during the War in Vietnam (1945-46)?")
     assert [s.answer for s in r.steps] == ["1 year", "11.5 months", "23 months", "no"]
     assert [s.computed for s in r.steps] == [False, False, True, True]

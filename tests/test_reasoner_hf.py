@@ -25,6 +25,14 @@ def test_hf_model_on_gguf_agrees_with_llamacpp():
     path = assemble_gguf(MODELS["qwen2.5-coder-0.5b"])
     hf = gguf_hf_model(path, device="cpu")
     assert not hf.prefers_batches  # CPU
+    # a chat prompt is rendered with the checkpoint's own template: for Qwen2.5, the ChatML llama.cpp gets
+    from sqa.reasoner.chat import render_chatml
+    from sqa.types import ChatPrompt
+
+    chat = ChatPrompt((("system", "Answer the question with Yes or No."), ("user", "Question: Is Paris in France?")),
+                      reply="Answer:")
+    assert hf.render(chat) == render_chatml(chat) == _chat("Is Paris in France?")
+    assert hf.render("raw text stays") == "raw text stays"
     prompts = [_chat("Is Paris the capital of France?"), _chat("Is Paris the capital of Germany?")]
     p_hf = hf.yes_probability(prompts)
     cpp = load_model("qwen2.5-coder-0.5b", n_ctx=512)

@@ -9,8 +9,9 @@ import pytest
 
 from sqa.retriever import Retriever
 from sqa.retriever.clean import content_words, official_clean, resolve_references
-from sqa.retriever.official import OfficialRetriever, pool_by_score
-from sqa.retriever.steps import StepRetriever, rrf_fuse
+from sqa.retriever.fusion import pool_by_score, round_robin
+from sqa.retriever.official import OfficialRetriever
+from sqa.retriever.steps import StepRetriever
 from sqa.retriever.stopwords import NLTK_ENGLISH_STOPWORDS
 from sqa.strategyqa import questions_by_id
 from sqa.types import Hit, Paragraph, SqaError, Step
@@ -72,12 +73,21 @@ def test_content_words_and_reference_resolution():
     assert resolve_references("Is #7 big?", []) == "Is big?"
 
 
-def test_rrf_fuse_interleaves_steps():
+def test_round_robin_interleaves_lists_whatever_their_raw_scores():
     a = [_hit("A-1", 50.0), _hit("A-2", 40.0), _hit("A-3", 30.0)]
-    b = [_hit("B-1", 2.0), _hit("A-3", 1.0)]
-    fused = rrf_fuse([(1.0, a), (1.0, b)], rrf_k=60)
-    # A-3 is in both lists; raw scores do not matter, so B-1 ties with A-1 at rank 1
-    assert [h.evidence_id for h in fused] == ["A-3", "A-1", "B-1", "A-2"]
+    b = [_hit("B-1", 2.0), _hit("A-3", 1.0), _hit("B-3", 0.5)]
+    fused = round_robin([a, b])
+    # rank 1 of each list, then rank 2 (A-3 taken from b's rank 2 first? no: a's rank 2 is A-2), ...
+    assert [h.evidence_id for h in fused] == ["A-1", "B-1", "A-2", "A-3", "B-3"]
+    assert [h.rank for h in fused] == [1, 2, 3, 4, 5] and [h.score for h in fused] == [-1.0, -2.0, -3.0, -4.0, -5.0]
+    assert [h.evidence_id for h in round_robin([a, b], k=2)] == ["A-1", "B-1"]
+
+
+def test_the_resolver_puts_answers_in_place_and_keeps_or_explains_unanswered_references():
+    prior = [("Who wrote Hamlet?", "Shakespeare"), ("What is the population of Albany, Georgia?", None)]
+    assert resolve_references("Where is #1's grave?", prior) == "Where is Shakespeare's grave?"
+    assert resolve_references("Is #2 larger than #1?", prior, unknown="keep") == "Is #2 larger than Shakespeare?"
+    assert resolve_references("Is #2 larger?", prior) == "Is population Albany Georgia larger?"
 
 
 def test_step_retriever_uses_answers_and_returns_unique_top_k(gold_index):

@@ -1,9 +1,9 @@
-"""``sqa ask "QUESTION"``: answer one yes/no question with the reasoner and show how.
+"""``sqa ask "QUESTION"``: answer one yes/no question with a preset's reader and show how.
 
-Prints a rich tree: each decomposition step, its answer and its top evidence (ID, title,
-snippet), then the final Yes/No with its probability and the time taken. ``--json`` prints exactly
-``ReasoningResult.to_ask_json()``: {"question", "decomposition": [{"step", "answer",
-"evidence": [IDs]}], "answer", "confidence", "paragraphs"}.
+Prints a rich tree: the facts shown (facts reader) or each decomposition step, its answer and its
+top evidence (steps reader), then the final Yes/No with its probability and the time taken.
+``--json`` prints exactly ``ReasoningResult.to_ask_json()``: {"question", "decomposition":
+[{"step", "answer", "evidence": [IDs]}], "answer", "confidence", "paragraphs"}.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from rich.tree import Tree
 from rich.markup import escape
 
 from sqa.cli import app
-from sqa.cli.common import BackendOpt, DecisionOpt, IndexDirOpt, resolve_index_dir
-from sqa.reasoner.reasoner import DEFAULT_DECISION, parse_decision
-from sqa.types import MAX_K, SqaError
+from sqa.cli.common import BackendOpt, IndexDirOpt, PresetOpt, choose_preset, resolve_index_dir
+from sqa.types import MAX_K, Question, SqaError
 
 
 def _snippet(text: str, width: int = 160) -> str:
@@ -39,20 +38,21 @@ def ask_command(
                                                                        "(no decomposition: retrieve with the question).")]
     = "predicted",
     no_retrieval: Annotated[bool, typer.Option("--no-retrieval", help="Answer from the model alone (no evidence), "
-                                                                      "the baseline that shows what retrieval adds.")] = False,
+                                                                      "the baseline that shows what retrieval adds "
+                                                                      "(preset no-retrieval).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
-    reader: Annotated[str, typer.Option("--reader", help="facts (default: selected facts + trained answer head) or "
-                                                         "steps (decompose, read evidence per step).")] = "facts",
+    preset: PresetOpt = None,
+    reader: Annotated[Optional[str], typer.Option("--reader", help="facts (default: selected facts + trained answer head) "
+                                                  "or steps (preset steps).", show_default=False)] = None,
     steps: Annotated[bool, typer.Option("--steps/--no-steps", help="With --reader facts: also write the decomposition "
                                                                    "(shown, not used for the answer; +5-10 s on CPU).")] = False,
     head: Annotated[Optional[Path], typer.Option("--head", help="Answer head file (default: trained for --model).",
                                                  show_default=False)] = None,
-    decision: DecisionOpt = DEFAULT_DECISION,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:
-    """Answer a yes/no question: decompose, retrieve evidence per step, answer each step, then Yes/No."""
-    from sqa.reasoner import build_reasoner
+    """Answer a yes/no question with a preset's reader (default facts) and show the evidence."""
+    from sqa.pipeline import build_reader
 
     if not question.strip():
         raise SqaError("empty question; pass the question text, e.g. sqa ask \"Is the sun a star?\"")
@@ -60,28 +60,22 @@ def ask_command(
         raise SqaError(f"--k must be from 1 to {MAX_K:,} (got {k})")
     if decomposition not in ("predicted", "question"):
         raise SqaError(f"--decomposition {decomposition!r}: use predicted or question")
-    parse_decision(decision)  # fail before loading the model
+    chosen = choose_preset(preset, reader, False if no_retrieval else None, None, for_ask=True)
     err = Console(stderr=True)
-    if reader == "facts":
-        return _ask_facts(question, model, k, no_retrieval, as_json, steps, head, resolve_index_dir(index_dir), backend, err)
-    if reader != "steps":
-        raise SqaError(f"--reader {reader!r}: use facts or steps")
+    if chosen.reader == "facts":
+        return _ask_facts(question, model, k, chosen, as_json, steps, head, resolve_index_dir(index_dir), backend, err)
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        reasoner = build_reasoner(model, resolve_index_dir(index_dir), backend, k, retrieval=not no_retrieval,
-                                  decision=decision)
-    from sqa.types import Question
-
+        pipe = build_reader(chosen, model, resolve_index_dir(index_dir), backend, k)
     with err.status("reasoning…", spinner="dots"):
-        result = reasoner.answer_batch([Question(qid="", question=question)], decomposition=decomposition)[0]
+        result = pipe.reader.answer_batch([Question(qid="", question=question)], decomposition=decomposition)[0]
     result.qid = None
     if as_json:
         typer.echo(json.dumps(result.to_ask_json(), ensure_ascii=False, indent=1))
         return
     ids = [s.evidence[0] for s in result.steps if s.evidence] + result.paragraphs[:1]
     paras = {}
-    be = getattr(reasoner, "backend", None)
-    if be is not None and ids:
-        paras = {p.evidence_id: p for p in be.get(list(dict.fromkeys(ids)))}
+    if pipe.backend is not None and ids:
+        paras = {p.evidence_id: p for p in pipe.backend.get(list(dict.fromkeys(ids)))}
     tree = Tree(f"[bold]{escape(result.question)}[/bold]")
     for s in result.steps:
         node = tree.add(f"[cyan]{s.index}.[/cyan] {escape(s.question)} → [bold green]{escape(s.answer or '?')}[/bold green]"
@@ -95,42 +89,37 @@ def ask_command(
         tree.add(f"[dim]{escape(result.paragraphs[0])}[/dim]  " + (f"[bold]{escape(p.title)}[/bold]: {escape(_snippet(p.text))}" if p else ""))
     verdict = "Yes" if result.answer else "No"
     color = "green" if result.answer else "red"
-    readings = ""
-    if len(result.signals) > 1:  # the P(yes) readings averaged in log-odds (see Reasoner: decision)
-        readings = "  [dim](" + ", ".join(f"{name} {p:.2f}" for name, p in result.signals.items()) + ")[/dim]"
+    # the P(yes) readings averaged in log-odds (sqa.reasoner.reasoner.DECISION)
+    readings = "  [dim](" + ", ".join(f"{name} {p:.2f}" for name, p in result.signals.items()) + ")[/dim]"
     tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f}{readings}  confidence={result.confidence:.2f}  "
              f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
     Console().print(tree)
 
 
-def _ask_facts(question: str, model: str, k: int, no_retrieval: bool, as_json: bool, steps: bool, head, index_dir,
+def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: bool, head, index_dir,
                backend: str, err: Console) -> None:
     """``sqa ask`` with the facts reader: facts (with their sources) and the head's answer; with
     ``--steps`` the decomposer's steps too (for the reader of the output; the answer does not use them)."""
     import time
 
-    from sqa.cli.eval import _facts_factory
-    from sqa.reasoner.facts_reasoner import head_for
-    from sqa.types import Question
-
-    if not no_retrieval and backend == "embedded" and not (Path(index_dir) / "meta.json").exists():
-        raise SqaError(f"{index_dir}: no index here; build one with `sqa index --preset mini --index-dir {index_dir}` "
-                       "or pass --index-dir")
+    from sqa.pipeline import build_reader, load_head, open_index
     from sqa.reasoner.models import resolve_gguf
 
+    no_retrieval = not preset.retrieval
+    if not no_retrieval:
+        open_index(index_dir, backend).close()  # a missing index is named before the model loads
     resolve_gguf(model)  # a missing .gguf file is named before the head is looked for
-    h = head_for(model, "plain" if no_retrieval else "facts", head)
+    h, _ = load_head(model, preset.retrieval, preset.oracle, head)
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        reasoner = _facts_factory(model, index_dir, backend, k, not no_retrieval, h, None, None)(None)
+        reasoner = build_reader(preset, model, index_dir, backend, k, head=h).reader
     t = time.perf_counter()
     with err.status("reading…", spinner="dots"):
         result = reasoner.answer_batch([Question(qid="", question=question)], decomposition="question")[0]
         if steps:
             from sqa.reasoner import prompts as P
-            from sqa.reasoner.prompts import default_selector
 
-            demos = default_selector().select(question, 3)
-            out = reasoner.model.generate([P.prefix(demos) + P.question_turn(question) + "Steps:\n1."], 80,
+            demos = P.default_selector().select(question, 3)
+            out = reasoner.model.generate([P.question_prompt(demos, question).extend("Steps:\n1.")], 80,
                                           P.DECOMPOSE_STOP)[0]
             from sqa.reasoner.trace import StepTrace
 

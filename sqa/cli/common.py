@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from sqa.paths import default_index_dir
+from sqa.types import SqaError
 
 IndexDirOpt = Annotated[
     Optional[Path],
@@ -21,23 +22,45 @@ BackendOpt = Annotated[
 
 
 def resolve_index_dir(index_dir: Optional[Path]) -> Path:
+    """``--index-dir`` with ``~`` expanded, or the default ``$SQA_HOME/index``."""
     return Path(index_dir).expanduser() if index_dir else default_index_dir()
 
 
-DecisionOpt = Annotated[
-    str,
-    typer.Option("--decision", help="Which P(yes) readings make the final answer, '+'-joined and averaged in "
-                                    "log-odds: transcript (after steps, evidence and step answers), compact (steps "
-                                    "and answers, no evidence), direct (right after the question), plain (question-only "
-                                    "demonstrations)."),
-]
-SignalsOpt = Annotated[
+PresetOpt = Annotated[
     Optional[str],
-    typer.Option("--signals", help="Extra P(yes) readings to record in the traces (comma-separated signal names), "
-                                   "for analysis; they do not change the answer.", show_default=False),
+    typer.Option("--preset", help="A shipped reader configuration (sqa/presets.py): facts (default), no-retrieval, "
+                                  "oracle-facts, oracle-paragraphs, steps. --reader/--no-retrieval/--oracle map onto "
+                                  "these.", show_default=False),
 ]
 
 
-def split_signals(text: Optional[str]) -> list[str]:
-    """"compact, direct" -> ["compact", "direct"]; None or "" -> []."""
-    return [x.strip() for x in (text or "").replace("+", ",").split(",") if x.strip()]
+def choose_preset(preset: Optional[str], reader: Optional[str], retrieval: Optional[bool], oracle: Optional[str],
+                  for_ask: bool = False):
+    """The ``sqa.presets.Preset`` for ``--preset`` or for the older flags (``--reader``,
+    ``--retrieval/--no-retrieval``, ``--oracle``; None = not given). A flag combination no named
+    preset has (e.g. ``--reader steps --no-retrieval``) gives an unnamed preset of those values.
+    Raises SqaError when ``--preset`` and a flag disagree, or for an unknown name."""
+    from dataclasses import replace
+
+    from sqa.presets import DEFAULT_PRESET, get_preset, preset_for
+
+    if preset is not None:
+        p = get_preset(preset, for_ask=for_ask)
+        given = {"--reader": (reader, p.reader), "--retrieval/--no-retrieval": (retrieval, p.retrieval),
+                 "--oracle": (oracle, p.oracle)}
+        clash = [f"{flag} {mine!r}" for flag, (mine, its) in given.items() if mine is not None and mine != its]
+        if clash:
+            raise SqaError(f"--preset {preset} and {', '.join(clash)} disagree; give the preset alone, or the flags "
+                           "without --preset")
+        return p
+    base = get_preset(DEFAULT_PRESET if (reader or "facts") == "facts" else "steps")
+    reader = reader or base.reader
+    retrieval = base.retrieval if retrieval is None else retrieval
+    name = preset_for(reader, retrieval, oracle)
+    if name is not None:
+        return get_preset(name, for_ask=for_ask)
+    if reader not in ("facts", "steps"):
+        raise SqaError(f"--reader {reader!r}: use facts or steps")
+    if oracle is not None and reader != "facts":
+        raise SqaError("--oracle goes with --reader facts")
+    return replace(base, name="", reader=reader, retrieval=retrieval, oracle=oracle, run="", summary="")

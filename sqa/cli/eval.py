@@ -1,6 +1,6 @@
-"""``sqa eval``: batch evaluation over a StrategyQA split (resumable), ``sqa eval score`` for any
-leaderboard predictions file, and ``sqa eval retrieval`` (registered from
-:mod:`sqa.cli.eval_retrieval` when that module is present).
+"""``sqa eval``: batch evaluation of a preset (``sqa.presets``) over a StrategyQA split (resumable),
+``sqa eval score`` for any leaderboard predictions file, and ``sqa eval retrieval``
+(:mod:`sqa.cli.eval_retrieval`).
 
 ``sqa eval --split dev --out DIR`` writes ``DIR/traces.jsonl`` (one line per question, fsync'd
 per batch), ``predictions.json`` (leaderboard format), ``metrics.json``, ``report.md`` and
@@ -23,8 +23,8 @@ from rich.table import Table
 from rich.text import Text
 
 from sqa.cli import app
-from sqa.cli.common import BackendOpt, DecisionOpt, IndexDirOpt, SignalsOpt, resolve_index_dir, split_signals
-from sqa.reasoner.reasoner import DEFAULT_DECISION
+from sqa.cli.common import BackendOpt, IndexDirOpt, PresetOpt, choose_preset, resolve_index_dir
+from sqa.cli.eval_retrieval import eval_retrieval_command
 from sqa.types import SqaError
 
 eval_app = typer.Typer(
@@ -53,33 +53,6 @@ def _default_out(split: str, decomposition: str, model: str) -> Path:
     return Path("runs") / "eval" / f"{split}-{decomposition}-{stem}"
 
 
-def _reasoner_factory(model: str, index_dir: Path, backend: str, k: int, retrieval: bool = True, **options):
-    """``pool -> reasoner``: builds the reasoner once (model loaded once) and switches its
-    few-shot pool per cross-fitting fold."""
-    state: dict = {}
-
-    def reasoner_for(pool):
-        from sqa.reasoner import build_reasoner
-
-        r = state.get("reasoner")
-        if r is None:
-            r = build_reasoner(model, index_dir, backend, k, retrieval=retrieval, fewshot_pool=pool.questions,
-                               **options)
-            state["reasoner"] = r
-            return r
-        if hasattr(r, "with_fewshot_pool"):
-            return r.with_fewshot_pool(pool.questions)
-        if hasattr(r, "fewshot_pool"):
-            r.fewshot_pool = pool.questions
-            return r
-        r = build_reasoner(model, index_dir, backend, k, retrieval=retrieval, fewshot_pool=pool.questions,
-                               **options)
-        state["reasoner"] = r
-        return r
-
-    return reasoner_for
-
-
 def _digest(path: Path) -> str:
     """sha256 (12 hex) of a file's bytes, or of a directory's files (names and bytes, sorted)."""
     import hashlib
@@ -92,72 +65,6 @@ def _digest(path: Path) -> str:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()[:12]
-
-
-def _load_head(model: str, retrieval: bool, oracle: Optional[str], head: Optional[Path], split: str,
-               questions=None):
-    """(the answer head for this run, its identity "<kind>:<12 hex of the sha256 of its model, spec,
-    intercept and first 64 coefficients>"). Refuses a
-    split the head was trained on (its accuracy there would be in-sample)."""
-    import hashlib
-
-    from sqa.reasoner.facts_reasoner import head_for
-
-    kind = "facts" if (retrieval or oracle) else "plain"
-    h = head_for(model, kind, head)
-    trained_on = h.provenance.get("train_split")
-    if trained_on == "train-2061" and questions is not None:
-        from sqa.strategyqa import load_questions
-
-        seen = {q.qid for q in load_questions("train-2061")}
-        inside = [q.qid for q in questions if q.qid in seen]
-        if inside:
-            raise SqaError(f"{len(inside)} question(s) of the dataset (e.g. {inside[0]}) are train-2061 questions the "
-                           "answer head was trained on; their accuracy would be in-sample: leave them out")
-    if trained_on == "train-2061" and split in ("train", "train-2061", "all"):
-        raise SqaError(f"the answer head was trained on train-2061, so its accuracy on {split} would be in-sample; "
-                       "its cross-validated (out-of-fold) accuracy is in the report of `sqa train-head` "
-                       "(bench/results/head.json for the shipped head); evaluate on dev or test, or use --reader steps")
-    digest = hashlib.sha256(json.dumps({"spec": h.spec.to_dict(), "coef": h.coef.tolist()[:64], "b": h.intercept,
-                                        "model": h.model}, sort_keys=True).encode()).hexdigest()[:12]
-    return h, f"{kind}:{digest}"
-
-
-def _facts_factory(model: str, index_dir: Path, backend: str, k: int, retrieval: bool, head, oracle, features_cache):
-    """``pool -> FactsReasoner`` (built once; the facts reader's demonstrations are fixed, so the
-    few-shot pool does not change it)."""
-    state: dict = {}
-
-    def reasoner_for(pool):
-        if "r" not in state:
-            from sqa.indexing import open_backend
-            from sqa.reasoner.facts_reasoner import FactsReasoner
-            from sqa.reasoner.models import load_model
-            from sqa.retriever.steps import StepRetriever
-            from sqa.train_head import model_sha256
-
-            be = ret = None
-            if retrieval or oracle:
-                if backend == "embedded" and not (index_dir / "meta.json").exists():
-                    raise SqaError(f"{index_dir}: no index here; build one with `sqa index --preset mini --index-dir "
-                                   f"{index_dir}` or pass --index-dir")
-                be = open_backend(index_dir, backend)
-                ret = StepRetriever(be)
-            lm = load_model(model)
-            head.check_model(Path(model).name, model_sha256(lm))
-            state["r"] = FactsReasoner(lm, head, ret, k=k, oracle=oracle, backend=be,
-                                       features_cache=features_cache)
-        return state["r"]
-
-    return reasoner_for
-
-
-def _index_info(index_dir: Path, backend: str) -> dict:
-    from sqa.indexing.build import read_manifest
-
-    manifest = read_manifest(index_dir) or {}
-    return {"index_dir": str(index_dir), "backend": backend, "paragraph_count": manifest.get("paragraph_count"),
-            "preset": manifest.get("preset"), "built_at": manifest.get("built_at")}
 
 
 def metrics_table(metrics: dict, title: str) -> Table:
@@ -181,8 +88,9 @@ def eval_command(
                                                help="predicted (decomposer) | gold (annotated steps) | question (one step). "
                                                     "Default: question for --reader facts, predicted for --reader steps.",
                                                show_default=False)] = None,
-    reader: Annotated[str, typer.Option("--reader", help="facts (default: a few selected facts, trained answer head) | "
-                                        "steps (decompose, read evidence per step, verbalised answer).")] = "facts",
+    preset: PresetOpt = None,
+    reader: Annotated[Optional[str], typer.Option("--reader", help="facts (default: a few selected facts, trained answer "
+                                                  "head) | steps (preset steps).", show_default=False)] = None,
     oracle: Annotated[Optional[str], typer.Option("--oracle", help="Diagnostic upper bound, never a default: facts (the "
                                                   "question's annotated facts) | paragraphs (its annotated evidence "
                                                   "paragraphs). Refused on test.", show_default=False)] = None,
@@ -200,20 +108,23 @@ def eval_command(
     k: Annotated[int, typer.Option("-k", "--k", help="Paragraphs retrieved per step (top-k).")] = 10,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Questions per reasoner.answer_batch call (GPU: run in lockstep). Each answered question is fsync'd to traces.jsonl at once.")] = 32,
     folds: Annotated[int, typer.Option("--folds", help="Cross-fitting folds for few-shot examples on train / train-2061 / all.")] = 5,
-    retrieval: Annotated[bool, typer.Option("--retrieval/--no-retrieval", help="--no-retrieval: the same model and prompts without evidence (the baseline that shows what retrieval adds).")] = True,
-    decision: DecisionOpt = DEFAULT_DECISION,
-    signals: SignalsOpt = None,
+    retrieval: Annotated[Optional[bool], typer.Option("--retrieval/--no-retrieval", help="--no-retrieval: the same model and "
+                                                      "prompts without evidence (preset no-retrieval).",
+                                                      show_default=False)] = None,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:
-    """Run the full pipeline (decompose, retrieve per step, read, answer) over a split into --out."""
+    """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out."""
     if ctx.invoked_subcommand is not None:
         return
     from sqa.eval.runner import EvalOptions, check_run_file, run_eval, select_questions
+    from sqa.pipeline import index_info, load_head, reader_factory
     from sqa.reasoner.models import DEFAULT_MODEL
 
+    chosen = choose_preset(preset, reader, retrieval, oracle)
+    reader, retrieval, oracle = chosen.reader, chosen.retrieval, chosen.oracle
     model = model or DEFAULT_MODEL
-    decomposition = decomposition or ("question" if reader == "facts" else "predicted")
+    decomposition = decomposition or chosen.decomposition
     dataset_id, dataset_questions = "", None
     if dataset is not None:
         from sqa.strategyqa import load_dataset_file
@@ -221,21 +132,20 @@ def eval_command(
         dataset_questions = load_dataset_file(dataset)
         split = "custom"
         dataset_id = f"{dataset.name}:{_digest(dataset)}"
-    idx = resolve_index_dir(index_dir).resolve()
+    idx = resolve_index_dir(index_dir)
     head_obj = head_id = None
     if reader == "facts":
-        head_obj, head_id = _load_head(model, retrieval, oracle, head, split, dataset_questions)
-    options = EvalOptions(split=split, model=model, decomposition=decomposition, k=k, index_dir=str(idx),
-                          backend=backend, folds=folds, limit=limit, batch_size=batch_size, retrieval=retrieval,
-                          decision=decision, signals=tuple(split_signals(signals)), reader=reader, oracle=oracle,
-                          head=head_id or "", dataset=dataset_id)
+        head_obj, head_id = load_head(model, retrieval, oracle, head, split, dataset_questions)
+    options = EvalOptions(split=split, model=model, decomposition=decomposition, k=k, backend=backend, folds=folds,
+                          limit=limit, batch_size=batch_size, retrieval=retrieval, reader=reader, oracle=oracle,
+                          head=head_id or "", dataset=dataset_id, preset=chosen.name)
     tag = decomposition if retrieval else f"{decomposition}-noretrieval"
     if reader == "facts":
         tag = f"facts{'-oracle-' + oracle if oracle else ''}{'' if retrieval else '-noretrieval'}"
     out_dir = out or _default_out(dataset.stem if dataset is not None else split, tag, model)
     questions = select_questions(split, limit) if dataset_questions is None else dataset_questions[:limit] \
         if limit else dataset_questions
-    info = _index_info(idx, backend)
+    info = index_info(idx, backend) if (retrieval or oracle) else None
     check_run_file(Path(out_dir), options, info)  # refuse a mismatched --out before showing progress
     console = Console(stderr=True)
     columns = [TextColumn("[bold]eval {task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
@@ -250,10 +160,7 @@ def eval_command(
                 tasks.append(progress.add_task(split, total=p.total, completed=p.done, acc=acc))
             progress.update(tasks[0], completed=p.done, acc=acc)
 
-        factory = (_facts_factory(model, idx, backend, k, retrieval, head_obj, oracle, features_cache)
-                   if reader == "facts" else
-                   _reasoner_factory(model, idx, backend, k, retrieval, decision=options.decision,
-                                     extra_signals=options.signals))
+        factory = reader_factory(chosen, model, idx, backend, k, head=head_obj, features_cache=features_cache)
         summary = run_eval(options, out_dir, factory, questions=questions, index_info=info, on_progress=on_progress)
     if summary.repaired_bytes:
         console.print(f"dropped a cut last line ({summary.repaired_bytes} bytes) of {out_dir}/traces.jsonl")
@@ -319,25 +226,4 @@ def score_command(
     Console().print(metrics_table(scores, f"{predictions} vs {split}"))
 
 
-def _register_retrieval() -> None:
-    """Register ``sqa eval retrieval`` from sqa.cli.eval_retrieval if that module exists."""
-    import importlib.util
-
-    if importlib.util.find_spec("sqa.cli.eval_retrieval") is None:
-        return
-    from sqa.cli import eval_retrieval
-
-    if any(c.name == "retrieval" for c in eval_app.registered_commands):
-        return  # the module registered itself on import
-    register = getattr(eval_retrieval, "register", None)
-    if callable(register):
-        register(eval_app)
-        return
-    for name in ("eval_retrieval_command", "retrieval_command", "eval_retrieval", "retrieval"):
-        fn = getattr(eval_retrieval, name, None)
-        if callable(fn):
-            eval_app.command("retrieval")(fn)
-            return
-
-
-_register_retrieval()
+eval_app.command("retrieval")(eval_retrieval_command)

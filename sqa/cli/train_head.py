@@ -90,7 +90,7 @@ def train_head_command(
     err = Console(stderr=True)
     with err.status(f"loading {model} and the index…"):
         be = open_backend(idx, backend)
-        from sqa.cli.eval import _index_info
+        from sqa.pipeline import index_info as _index_info
 
         info = _index_info(idx, backend)
         lm = load_model(model)

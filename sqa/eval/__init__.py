@@ -3,9 +3,11 @@ predictions format, and batch runs.
 
 - :mod:`sqa.eval.metrics`, :mod:`sqa.eval.sari`: the metrics as the official evaluator computes them.
 - :mod:`sqa.eval.leaderboard`: load / validate / write / score leaderboard predictions files.
-- :mod:`sqa.eval.runner`: ``sqa eval`` batch runs (resumable ``traces.jsonl``, few-shot
-  cross-fitting, predictions / metrics regenerated from traces); :mod:`sqa.eval.report` writes
-  ``report.md`` and ``report.png``.
+- :mod:`sqa.eval.runner`: ``sqa eval`` batch runs, with :mod:`~sqa.eval.options` (what defines a
+  run), :mod:`~sqa.eval.fewshot` (few-shot pools, cross-fitting), :mod:`~sqa.eval.rundir`
+  (``run.json``, the resumable ``traces.jsonl``), :mod:`~sqa.eval.run_metrics` (predictions and
+  metrics regenerated from traces) and :mod:`~sqa.eval.report` (``report.md``, ``report.png``).
+- :mod:`sqa.eval.retrieval`: Recall@10 of retrievers (``sqa eval retrieval``, bench/retrieval.py).
 
 The names below are imported on first use, so ``import sqa.eval.metrics`` stays light.
 """
@@ -18,9 +20,9 @@ _EXPORTS = {
     "accuracy": "metrics", "recall_at_k": "metrics", "mean_recall_at_k": "metrics", "mean_sari": "metrics",
     "load_predictions": "leaderboard", "validate_predictions": "leaderboard", "write_predictions": "leaderboard",
     "score_predictions": "leaderboard",
-    "EvalOptions": "runner", "EvalProgress": "runner", "EvalSummary": "runner", "FewShotPool": "runner",
-    "plan_fewshot": "runner", "fold_of": "runner", "run_eval": "runner", "finalize_run": "runner",
-    "read_traces": "runner", "select_questions": "runner",
+    "EvalOptions": "options", "EvalProgress": "runner", "EvalSummary": "run_metrics", "FewShotPool": "fewshot",
+    "plan_fewshot": "fewshot", "fold_of": "fewshot", "run_eval": "runner", "finalize_run": "run_metrics",
+    "read_traces": "rundir", "select_questions": "options",
 }
 
 __all__ = sorted(_EXPORTS)

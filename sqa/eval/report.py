@@ -38,7 +38,8 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         f"{'' if metrics['complete'] else ', incomplete'})",
         "",
         f"Model `{metrics['model']}`, decomposition `{opts.get('decomposition')}`, top-k {opts.get('k')}, "
-        f"index `{index.get('index_dir', opts.get('index_dir'))}` ({index.get('backend', opts.get('backend'))}, "
+        f"index `{index.get('corpus') or ('preset:' + index['preset'] if index.get('preset') else '?')}` "
+        f"({index.get('backend', opts.get('backend'))}, "
         f"{_fmt(index.get('paragraph_count'))} paragraphs).",
         "",
         f"Few-shot examples: {metrics['fewshot']['rule']}." if metrics.get("reader", "steps") == "steps" else

@@ -11,8 +11,8 @@ one copy of every paragraph, whatever ``commit_every`` the resumed run uses. The
 evidence ID that occurs twice in the input: the later copy replaces the earlier one (as
 Elasticsearch's overwrite does), and the build counts these replacements
 (``duplicates_replaced`` = paragraphs held before + read - rejected - in the index at the end).
-When the build completes, ``manifest.json`` records backend, corpus files, counts and build time,
-and the checkpoint is removed. A lock file (``.sqa-build.lock``, ``flock``) keeps a second build
+When the build completes, ``manifest.json`` records what identifies the index (see
+:mod:`sqa.indexing.manifest`), the corpus files, counts and build time, and the checkpoint is removed. A lock file (``.sqa-build.lock``, ``flock``) keeps a second build
 out of the same directory; Ctrl-C is held while a commit and its checkpoint are written.
 """
 
@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+from sqa.indexing.manifest import MANIFEST, corpus_id, read_manifest  # noqa: F401  (read_manifest re-exported)
 from sqa.indexing.readers import ReadStats, read_corpus
+from sqa.jsonio import write_json_atomic
 from sqa.types import SearchBackend, SqaError
 
 # paragraphs between checkpoints when not given. embedded: 2,000,000 (under a minute of work on 2
@@ -43,7 +45,6 @@ from sqa.types import SearchBackend, SqaError
 # end, as 500k-paragraph segments (a 1,000,000 window) would. elasticsearch: 200,000 (a checkpoint
 # there waits for the in-flight bulk requests and refreshes).
 DEFAULT_COMMIT_EVERY = {"embedded": 2_000_000, "elasticsearch": 200_000}
-MANIFEST = "manifest.json"
 CHECKPOINT = "checkpoint.json"
 LOCK = ".sqa-build.lock"
 # tantivy's own files: its meta, its list of managed files, its lock files, and segment files
@@ -90,33 +91,6 @@ class BuildReport:
         return (f"paragraphs read {self.read:,}, indexed {self.indexed:,}, skipped (malformed) {self.skipped:,}, "
                 f"in index {self.count:,}" + (f", duplicates replaced {self.duplicates:,}" if self.duplicates else "")
                 + f", {self.seconds:,.1f} s" + (" (resumed)" if self.resumed else ""))
-
-
-def _atomic_write_json(path: Path, obj) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def read_manifest(index_dir: str | Path) -> dict | None:
-    """The index's ``manifest.json`` as a dict, or None if the directory has none.
-
-    Raises SqaError naming the file when it is not a JSON object or cannot be read."""
-    p = Path(index_dir) / MANIFEST
-    if not p.is_file():
-        return None
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as e:
-        where = f"{p}:{e.lineno}" if isinstance(e, json.JSONDecodeError) else str(p)
-        raise SqaError(f"{where}: cannot read the index manifest ({type(e).__name__}); rebuild with "
-                       "`sqa index --fresh`") from None
-    if not isinstance(data, dict):
-        raise SqaError(f"{p}: the index manifest is not a JSON object; rebuild with `sqa index --fresh`")
-    return data
 
 
 def _json_file(path: Path):
@@ -325,7 +299,7 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
         report.preexisting = backend.count()
 
     def rejected() -> int:
-        return rejected_before + int(getattr(backend, "item_errors", 0) or 0)
+        return rejected_before + int(backend.item_errors or 0)
 
     t0 = time.perf_counter()
     pending = 0
@@ -333,7 +307,7 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
     def checkpoint(file_index: int, position: int) -> None:
         with _hold_sigint():  # the commit and the checkpoint that records it, or neither
             backend.commit()
-            _atomic_write_json(ckpt_path, {"backend": backend.name, "corpus_files": files, "file_index": file_index,
+            write_json_atomic(ckpt_path, indent=2, obj={"backend": backend.name, "corpus_files": files, "file_index": file_index,
                                            "position": position, "read": report.read, "indexed": report.indexed,
                                            "skipped": report.skipped, "preexisting": report.preexisting,
                                            "rejected": rejected()})
@@ -392,6 +366,7 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
     manifest = {
         "backend": backend.name,
         "preset": preset,
+        "corpus": f"preset:{preset}" if preset else corpus_id(files),
         "corpus_files": files,
         "paragraphs_read": report.read,
         "paragraphs_skipped": report.skipped,
@@ -402,11 +377,9 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
         "build_seconds": round(report.seconds, 2),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    extra = getattr(backend, "manifest_extra", None)
-    if callable(extra):
-        manifest.update(extra())
+    manifest.update(backend.manifest_extra())
     if report.resumed and "es_item_errors" in manifest:  # this session's errors plus the earlier sessions'
         manifest["es_item_errors"] = report.rejected
-    _atomic_write_json(index_dir / MANIFEST, manifest)
+    write_json_atomic(index_dir / MANIFEST, manifest, indent=2)
     ckpt_path.unlink(missing_ok=True)
     return report

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from sqa.indexing.elastic import redact_url as safe_url  # the URL without user:password@
+from sqa.indexing.es_connect import redact_url as safe_url  # the URL without user:password@
 from sqa.paths import sqa_home
 from sqa.types import SqaError
 

@@ -27,17 +27,19 @@ English stemmer. BM25 with tantivy's defaults k1=1.2, b=0.75 (Robertson & Zarago
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import tantivy
 
-from sqa.types import MAX_K, Hit, Paragraph, SqaError
+from sqa.indexing.query import check_k, query_terms
+from sqa.types import Hit, Paragraph, SqaError
 
 ANALYZER = "en"
+SCHEMA_VERSION = 2
+ANALYZER_DESCRIPTION = "tantivy en: simple tokenizer, remove_long(40), lowercase, english stopwords, english stemmer"
+BM25 = {"k1": 1.2, "b": 0.75}  # tantivy's fixed BM25 parameters
 SEARCH_FIELDS = ("body",)
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 def _analyzer() -> "tantivy.TextAnalyzer":
@@ -69,18 +71,6 @@ def _is_v1_index(index_dir: Path) -> bool:
     except (OSError, ValueError):
         return False
     return any(f.get("name") == "text" and f.get("type") == "text" for f in fields)
-
-
-def check_k(k: int) -> None:
-    """Raise SqaError unless ``k`` (top-k) is an integer from 0 to ``MAX_K`` (10,000)."""
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_K:
-        raise SqaError(f"top-k must be from 1 to {MAX_K:,} (got {k}); use e.g. -k 10")
-
-
-def query_terms(query: str) -> list[str]:
-    """Word tokens of free text (runs of letters/digits): what the backend searches for. Query
-    syntax such as quotes, ``-``, ``:`` or ``#`` is never interpreted, so any text is a valid query."""
-    return _WORD.findall(query)
 
 
 class TantivyBackend:
@@ -216,11 +206,12 @@ class TantivyBackend:
             self._dirty = False
         self.index.reload()
 
-    def clear(self) -> None:
-        """Delete every paragraph."""
-        w = self._get_writer()
-        w.delete_all_documents()
-        self.commit()
+    item_errors = 0  # tantivy accepts every paragraph (the SearchBackend Protocol's count of refused ones)
+
+    def manifest_extra(self) -> dict:
+        """What ``manifest.json`` records about how this index ranks (part of its identity):
+        schema version, analyser and BM25 parameters (see the module doc)."""
+        return {"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_DESCRIPTION, "bm25": dict(BM25)}
 
     # -- reading -------------------------------------------------------------------------
     def _to_paragraph(self, doc) -> Paragraph:

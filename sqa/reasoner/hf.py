@@ -6,21 +6,20 @@ the yes/no read are one forward pass per batch); on CPU float32, one batch at a 
 torch and transformers are imported only when this class is instantiated, so the CPU default path
 (``sqa.reasoner.llamacpp``) never imports them.
 
-Prompts are written in Qwen's ChatML (``sqa.reasoner.prompts``). For a checkpoint with another chat
-template, the ChatML markers are rewritten to its template when it has one (``_retemplate``).
+Prompts: raw text is read as it is (the facts reader's prompts); a ``ChatPrompt`` is rendered with
+the checkpoint's own chat template (``tokenizer.apply_chat_template``, generation prompt added,
+then the assistant's reply so far); a checkpoint without one gets ChatML (``sqa.reasoner.chat``).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Sequence
 
 from sqa.reasoner.llamacpp import NO_WORDS, YES_WORDS
-from sqa.types import SqaError
-
-_TURN = re.compile(r"<\|im_start\|>(system|user|assistant)\n(.*?)(?:<\|im_end\|>\n|$)", re.S)
+from sqa.reasoner.chat import render_chatml
+from sqa.types import ChatPrompt, Prompt, SqaError
 
 
 class HFModel:
@@ -55,7 +54,6 @@ class HFModel:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self._chatml = "<|im_start|>" in self.tokenizer.get_vocab()
         self._yes_ids = self._first_ids(YES_WORDS)
         self._no_ids = self._first_ids(NO_WORDS)
         eos = self.tokenizer.eos_token_id
@@ -71,25 +69,22 @@ class HFModel:
                 ids.append(t[0])
         return ids
 
-    def _retemplate(self, prompt: str) -> str:
-        """ChatML -> this tokenizer's chat template (unchanged for ChatML models)."""
-        if self._chatml or not getattr(self.tokenizer, "chat_template", None):
+    def render(self, prompt: Prompt) -> str:
+        """The text fed to the tokenizer: raw text as it is; a ChatPrompt in this checkpoint's chat
+        template (ChatML when it has none), its reply appended to the opened assistant turn."""
+        if not isinstance(prompt, ChatPrompt):
             return prompt
-        turns = _TURN.findall(prompt)
-        if not turns:
-            return prompt
-        open_last = not prompt.rstrip().endswith("<|im_end|>")
-        msgs = [{"role": r, "content": c} for r, c in turns]
-        tail = msgs.pop()["content"] if open_last and msgs and msgs[-1]["role"] == "assistant" else None
-        text = self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=tail is not None)
-        return text + (tail or "")
+        if not getattr(self.tokenizer, "chat_template", None):
+            return render_chatml(prompt)
+        msgs = [{"role": r, "content": c} for r, c in prompt.messages]
+        return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + prompt.reply
 
     def _encode(self, prompts: Sequence[str]):
-        enc = self.tokenizer([self._retemplate(p) for p in prompts], return_tensors="pt", padding=True,
+        enc = self.tokenizer([self.render(p) for p in prompts], return_tensors="pt", padding=True,
                              add_special_tokens=False)
         return {k: v.to(self.device) for k, v in enc.items()}
 
-    def generate(self, prompts: Sequence[str], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
+    def generate(self, prompts: Sequence[Prompt], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuation of each prompt (batched), cut before the first stop string."""
         torch = self._torch
         out: list[str] = []
@@ -107,7 +102,7 @@ class HFModel:
                 out.append(text[:cut] if cut >= 0 else text)
         return out
 
-    def yes_probability(self, prompts: Sequence[str]) -> list[float]:
+    def yes_probability(self, prompts: Sequence[Prompt]) -> list[float]:
         """P(Yes) / (P(Yes) + P(No)) of the next token (sum over the spellings in
         ``llamacpp.YES_WORDS`` / ``NO_WORDS``), one forward pass per batch."""
         torch = self._torch
@@ -123,7 +118,7 @@ class HFModel:
                 out.append(a / (a + b) if a + b > 0 and not math.isnan(a + b) else 0.5)
         return out
 
-    def hidden_states(self, prompts: Sequence[str]) -> list[tuple["np.ndarray", float]]:
+    def hidden_states(self, prompts: Sequence[Prompt]) -> list[tuple["np.ndarray", float]]:
         """For each prompt: the final-layer hidden state of its last token (transformers'
         ``hidden_states[-1]``, after the output norm; shape ``(hidden_size,)``, float32) and the
         yes/no log-odds ``log P(Yes) - log P(No)`` of the next token. Batched like

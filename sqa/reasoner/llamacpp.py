@@ -1,12 +1,10 @@
 """``LanguageModel`` on llama.cpp (CPU default) through the ``cyllama`` bindings.
 
-Why cyllama and not llama-cpp-python: both wrap the same llama.cpp C API, but llama-cpp-python has
-no prebuilt wheel for this platform (PyPI ships only the 76 MB source distribution, a full CMake
-build of llama.cpp: 72 minutes at low priority on the shared 2 cores here), while cyllama ships a
-manylinux wheel (llama.cpp b9190, CPU backend). Measured on the 1.5B model, 2 threads, idle-ish
-machine (bench/ask_runtime.py, bench/results/ask.json ``runtime_choice``): cyllama reads 32-34 and
-generates 13 tokens/s; the native source build of llama-cpp-python 46 and 16. The 1.2-1.35x is not
-worth an hour-long compile on every install, so cyllama is the runtime.
+Why cyllama and not llama-cpp-python: both wrap the same llama.cpp C API, but only cyllama ships a
+prebuilt wheel for this platform (the measurements: bench/results/notes.md).
+
+Prompts: raw text is read as it is; a ``ChatPrompt`` is rendered as ChatML, Qwen2.5's chat
+template (``sqa.reasoner.chat``), which is what the shipped GGUF models were tuned on.
 
 Prefix reuse: the context keeps ``n_slots`` KV-cache sequences. Each prompt goes to the slot whose
 cached tokens share the longest prefix with it (llama.cpp server's slot scheme); only the tokens
@@ -25,7 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from sqa.types import SqaError
+from sqa.reasoner.chat import as_chatml_text
+from sqa.types import Prompt, SqaError
 
 YES_WORDS = (" Yes", "Yes", " yes", "yes", " YES")
 NO_WORDS = (" No", "No", " no", "no", " NO")
@@ -178,13 +177,13 @@ class LlamaCppModel:
         return np.asarray(self.ctx.get_logits(), dtype=np.float32)
 
     # -- LanguageModel ------------------------------------------------------------------------
-    def generate(self, prompts: Sequence[str], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
+    def generate(self, prompts: Sequence[Prompt], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuation of each prompt (one after the other), at most ``max_tokens`` tokens,
         cut before the first stop string; generation also ends at an end-of-generation token."""
         return [self._generate_one(p, max_tokens, stop) for p in prompts]
 
-    def _generate_one(self, prompt: str, max_tokens: int, stop: Sequence[str]) -> str:
-        tokens = self.tokenize(prompt)
+    def _generate_one(self, prompt: Prompt, max_tokens: int, stop: Sequence[str]) -> str:
+        tokens = self.tokenize(as_chatml_text(prompt))
         slot, pos = self._prepare(tokens)
         out = b""
         text = ""
@@ -212,17 +211,17 @@ class LlamaCppModel:
             self.stats["generated_tokens"] += 1
         return text
 
-    def yes_probability(self, prompts: Sequence[str]) -> list[float]:
+    def yes_probability(self, prompts: Sequence[Prompt]) -> list[float]:
         """P(Yes) / (P(Yes) + P(No)) for the next token after each prompt, where P(Yes) sums the
         softmax probability of the single-token spellings " Yes", "Yes", " yes", "yes", " YES"
         (likewise for No). In [0, 1]."""
         out = []
         for p in prompts:
-            self._prepare(self.tokenize(p))
+            self._prepare(self.tokenize(as_chatml_text(p)))
             out.append(_yes_share(self._last_logits(), self._yes_ids, self._no_ids))
         return out
 
-    def hidden_states(self, prompts: Sequence[str]) -> list[tuple[np.ndarray, float]]:
+    def hidden_states(self, prompts: Sequence[Prompt]) -> list[tuple[np.ndarray, float]]:
         """For each prompt: the final-layer hidden state of its last token (after the output norm,
         shape ``(n_embd,)``, float32) and the yes/no log-odds of the next token,
         ``log P(Yes) - log P(No)`` summed over the spellings of ``yes_probability``.
@@ -232,7 +231,7 @@ class LlamaCppModel:
         the prompt is in the KV cache)."""
         out = []
         for p in prompts:
-            tokens = self.tokenize(p)
+            tokens = self.tokenize(as_chatml_text(p))
             self.ctx.set_embeddings_mode(True)
             try:
                 self._prepare(tokens)

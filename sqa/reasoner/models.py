@@ -37,7 +37,6 @@ class GgufSpec:
     size: int
     sha256: str
     wheel_prefix: str
-    chat_format: str = "chatml"
 
 
 MODELS: dict[str, GgufSpec] = {

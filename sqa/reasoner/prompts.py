@@ -1,7 +1,8 @@
 """Prompts of the decomposer and the reader, and the few-shot demonstrations they use.
 
-One question is one growing transcript (Qwen2.5 ChatML), so the llama.cpp prefix cache reads each
-part once (see ``sqa.reasoner.llamacpp``)::
+One question is one growing transcript, a :class:`sqa.types.ChatPrompt` whose open assistant turn
+grows step by step, so the llama.cpp prefix cache reads each part once (``sqa.reasoner.llamacpp``;
+each model renders the messages in its own chat template, ChatML for the shipped Qwen2.5)::
 
     system: INSTRUCTION                                  <- static: cached across questions
     user: Question: <demo 1>   assistant: Steps: 1. .. 2. ..  Answer: Yes
@@ -28,18 +29,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+from sqa.reasoner.chat import IM_END
 from sqa.reasoner.facts import split_sentences
-from sqa.types import Question
+from sqa.types import ChatPrompt, Question
 
 SYSTEM = (
     "You answer yes/no questions that need several facts. First break the question into short "
     "steps, one fact each; #k stands for the answer of step k. Then, for each step, read the "
     "evidence and write its answer after '#k =' in a few words. Finish with 'Answer: Yes' or 'Answer: No'."
 )
-IM_START, IM_END = "<|im_start|>", "<|im_end|>"
-REF = re.compile(r"#(\d+)")
-AUX = ("is", "are", "was", "were", "do", "does", "did", "can", "could", "would", "will", "should",
-       "has", "have", "had", "may", "might", "must")
 
 
 @dataclass(frozen=True)
@@ -117,20 +115,20 @@ def format_steps(steps: Sequence[str]) -> str:
     return "".join(f"{i}. {s.strip()}\n" for i, s in enumerate(steps, start=1))
 
 
-def prefix(demos: Sequence[Demo], decompose: bool = True) -> str:
-    """System message plus demonstrations as chat turns (without decompositions when
-    ``decompose`` is False, for the question-only mode)."""
-    parts = [f"{IM_START}system\n{SYSTEM}{IM_END}\n"]
+def prefix(demos: Sequence[Demo], decompose: bool = True) -> tuple[tuple[str, str], ...]:
+    """The system message plus the demonstrations as closed chat turns (without decompositions
+    when ``decompose`` is False, for the question-only mode and the ``plain`` reading)."""
+    turns = [("system", SYSTEM)]
     for d in demos:
         body = f"Steps:\n{format_steps(d.steps)}" if decompose else ""
-        parts.append(f"{IM_START}user\nQuestion: {d.question}{IM_END}\n"
-                     f"{IM_START}assistant\n{body}Answer: {yes_no(d.answer)}{IM_END}\n")
-    return "".join(parts)
+        turns += [("user", f"Question: {d.question}"), ("assistant", f"{body}Answer: {yes_no(d.answer)}")]
+    return tuple(turns)
 
 
-def question_turn(question: str) -> str:
-    """The user turn of the question being answered, opening the assistant turn."""
-    return f"{IM_START}user\nQuestion: {question.strip()}{IM_END}\n{IM_START}assistant\n"
+def question_prompt(demos: Sequence[Demo], question: str, decompose: bool = True) -> ChatPrompt:
+    """The prompt of the question being answered: ``prefix(demos, decompose)``, the question's user
+    turn, and an empty assistant turn that the decomposer and reader continue."""
+    return ChatPrompt(prefix(demos, decompose) + (("user", f"Question: {question.strip()}"),))
 
 
 DECOMPOSE_STOP = ("\nAnswer", "\nEvidence", "\n#", IM_END, "\n\n")
@@ -153,25 +151,6 @@ def parse_steps(text: str, max_steps: int = 5) -> list[str]:
         if len(steps) >= max_steps:
             break
     return steps
-
-
-def substitute(step: str, answers: Sequence[str | None]) -> str:
-    """Replace "#k" in ``step`` by the answer of step k (1-based) when known; unknown stay as is."""
-    def sub(m: re.Match) -> str:
-        k = int(m.group(1))
-        if 1 <= k <= len(answers) and answers[k - 1]:
-            return str(answers[k - 1]).strip()
-        return m.group(0)
-
-    return REF.sub(sub, step)
-
-
-def is_operation_step(step: str) -> bool:
-    """A yes/no step over earlier answers ("Is #2 greater than #1?", "Are #1 and #2 the same?"):
-    it refers to an earlier step and starts with an auxiliary verb. Such steps are answered from
-    the earlier answers, not from new evidence."""
-    words = step.strip().split()
-    return bool(REF.search(step)) and bool(words) and words[0].lower().strip(",") in AUX
 
 
 _TOK = re.compile(r"\w+")

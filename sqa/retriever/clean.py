@@ -7,8 +7,9 @@
 - :func:`content_words` is ours: punctuation-aware word tokens (so "it?" and "What's" are
   recognised as stopwords), minus NLTK's stopwords and a few question words that carry no topic
   (:data:`QUESTION_WORDS`), minus "#k" references.
-- :func:`resolve_references` replaces "#k" in a step with step k's answer when it is known, else
-  with step k's content words (recursively, since step k may itself refer back).
+- :func:`resolve_references` is the one "#k" resolver of the project: "#k" in a step becomes step
+  k's answer when it is known, else step k's content words (recursively, since step k may itself
+  refer back), or stays "#k" (``unknown="keep"``, for text shown to the reader).
 """
 
 from __future__ import annotations
@@ -34,15 +35,13 @@ def official_clean(text: str) -> str:
     return " ".join(w for w in text.split() if w.lower() not in STOPWORDS)
 
 
-def content_words(text: str, extra_stopwords: frozenset[str] = QUESTION_WORDS, keep_refs: bool = False) -> list[str]:
+def content_words(text: str, extra_stopwords: frozenset[str] = QUESTION_WORDS) -> list[str]:
     """Word tokens of ``text`` (letters/digits, keeping inner hyphens, apostrophes and dots as in
-    "U.S." or "Jay-Z"), without NLTK English stopwords, ``extra_stopwords`` and possessive "'s";
-    "#k" references are dropped unless ``keep_refs``. Case is kept."""
+    "U.S." or "Jay-Z"), without NLTK English stopwords, ``extra_stopwords``, possessive "'s" and
+    "#k" references. Case is kept."""
     out = []
     for tok in _WORD.findall(text):
         if tok.startswith("#"):
-            if keep_refs:
-                out.append(tok)
             continue
         low = tok.lower()
         if low.endswith(("'s", "’s")):
@@ -55,17 +54,22 @@ def content_words(text: str, extra_stopwords: frozenset[str] = QUESTION_WORDS, k
 
 def resolve_references(text: str, prior: Sequence[tuple[str, str | None]], unknown: str | None = None,
                        _depth: int = 0) -> str:
-    """Replace each "#k" in ``text`` by step k's answer if known, else by step k's content words
-    (with its own references resolved the same way). ``prior`` = ``[(step question, answer or
-    None), ...]`` for steps 1..i-1; a reference to an unknown step is removed. With ``unknown``
-    given, an unanswered step's reference becomes that text instead (e.g. "" to drop it)."""
+    """Replace each "#k" (1-based, as in StrategyQA's decompositions) in ``text`` by step k's answer
+    when it is known (non-blank), else by step k's content words (with its own references
+    resolved the same way). ``prior`` = ``[(step question, answer or None), ...]`` for steps
+    1..i-1; a reference to a step not in ``prior`` is removed. ``unknown`` given: an unanswered
+    step's reference becomes that text instead, and ``unknown="keep"`` leaves it as "#k" (for the
+    reader's prompt). The answer replaces the reference in place ("#1's" -> "Aristotle's"); runs of
+    whitespace are collapsed."""
     def sub(m: re.Match) -> str:
         k = int(m.group(1))
         if not 1 <= k <= len(prior) or _depth > 8:
-            return " "
+            return m.group(0) if unknown == "keep" else " "
         question, answer = prior[k - 1]
         if answer and answer.strip():
-            return f" {answer.strip()} "
+            return answer.strip()
+        if unknown == "keep":
+            return m.group(0)
         if unknown is not None:
             return f" {unknown} "
         inner = resolve_references(question, prior[:k - 1], None, _depth + 1)

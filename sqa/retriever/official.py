@@ -16,23 +16,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from sqa.retriever.clean import official_clean
+from sqa.retriever.fusion import pool_by_score
 from sqa.types import Hit, SearchBackend, Step
-
-
-def pool_by_score(hit_lists: Sequence[Sequence[Hit]], k: int) -> list[Hit]:
-    """The official pooling: all hits sorted by raw score (descending; ties keep step order, then
-    rank), first occurrence of each evidence ID kept, top ``k``, re-ranked 1..k."""
-    pooled = sorted((h for hits in hit_lists for h in hits), key=lambda h: -h.score)
-    out: list[Hit] = []
-    seen: set[str] = set()
-    for h in pooled:
-        if h.evidence_id in seen:
-            continue
-        seen.add(h.evidence_id)
-        out.append(Hit(paragraph=h.paragraph, score=h.score, rank=len(out) + 1))
-        if len(out) == k:
-            break
-    return out
 
 
 class OfficialRetriever:
@@ -54,10 +39,14 @@ class OfficialRetriever:
         """The cleaned query for a question or step."""
         return official_clean(text)
 
+    def step_query(self, step: Step, prior_steps: Sequence[Step] = (), question: str | None = None) -> str:
+        """The cleaned step text, "#k" literal (``prior_steps`` and ``question`` unused)."""
+        return self.query(step.question)
+
     def retrieve_step(self, step: Step, prior_steps: Sequence[Step] = (), k: int = 10,
                       question: str | None = None) -> list[Hit]:
         """Top-``k`` hits for the cleaned step text (``prior_steps`` and ``question`` unused)."""
-        return self.backend.search(self.query(step.question), k)
+        return self.backend.search(self.step_query(step), k)
 
     def retrieve(self, question: str, steps: Sequence[Step] = (), k: int = 10) -> list[Hit]:
         """IR-Q without steps, else IR-ORA-D / IR-D pooling by raw BM25 score; ``k`` unique hits at most."""

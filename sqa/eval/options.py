@@ -1,0 +1,140 @@
+"""The options of one ``sqa eval`` run, which of them define the run, and reading them back.
+
+A run is defined by :meth:`EvalOptions.identity` plus the identity of the index it searched
+(:func:`sqa.indexing.manifest.index_identity`); the index directory is not part of it, so a
+recorded run resumes from any location. ``run.json`` files written before (format 1) named the
+index directory and the steps reader's ``decision`` and ``signals``: :func:`legacy_identity` maps
+them onto today's identity, and :meth:`EvalOptions.from_dict` reads their options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from sqa.reasoner.reasoner import DECISION as STEPS_DECISION
+from sqa.strategyqa import SPLITS, load_questions
+from sqa.types import MAX_K, Question, SqaError
+
+DECOMPOSITIONS = ("predicted", "gold", "question")
+READERS = ("facts", "steps")
+ORACLES = ("facts", "paragraphs")
+DEFAULT_FOLDS = 5
+# STEPS_DECISION: how the steps reader makes its final answer (fixed; sqa.reasoner.reasoner). It is
+# recorded in the identity of steps runs, so a run recorded with another decision is refused, not mixed.
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """Options of one evaluation run (see :mod:`sqa.presets` for the named combinations).
+
+    The fields in :attr:`IDENTITY` define the run: resuming a directory with different values is
+    refused. ``limit`` (first N questions of the split), ``batch_size`` (questions per
+    ``answer_batch`` call) and ``preset`` (the name the options were given by) may change between
+    sessions. ``dataset``: for split ``custom``, ``"<file name>:<sha256 of its bytes, 12 hex>"``
+    (``sqa eval --dataset``). ``head``: the answer head's identity (facts reader).
+    Raises SqaError (one line) for an invalid combination.
+    """
+
+    split: str
+    model: str
+    decomposition: str = "predicted"
+    k: int = 10
+    backend: str = "embedded"
+    folds: int = DEFAULT_FOLDS
+    limit: int | None = None
+    batch_size: int = 32
+    retrieval: bool = True
+    reader: str = "steps"  # the CLI's default is "facts"; "steps" is what runs recorded before it had
+    oracle: str | None = None
+    head: str = ""
+    dataset: str = ""
+    preset: str = ""
+
+    IDENTITY = ("split", "model", "decomposition", "k", "folds", "retrieval", "decision", "reader", "oracle", "head",
+                "dataset")
+
+    def __post_init__(self):
+        if (self.split == "custom") != bool(self.dataset):
+            raise SqaError("split 'custom' goes with a --dataset file, and a --dataset file with split 'custom'")
+        if self.split not in SPLITS and self.split != "custom":
+            raise SqaError(f"unknown split {self.split!r}; use one of {', '.join(SPLITS)}")
+        if self.decomposition not in DECOMPOSITIONS:
+            raise SqaError(f"unknown decomposition {self.decomposition!r}; use one of {', '.join(DECOMPOSITIONS)}")
+        if self.decomposition == "gold" and self.split in ("test", "all"):
+            raise SqaError(f"--decomposition gold needs annotated steps, which the {self.split} split's test questions "
+                           "do not have; use predicted or question, or a labelled split (train, dev, train-2061)")
+        if not 1 <= self.k <= MAX_K:
+            raise SqaError(f"top-k must be from 1 to {MAX_K:,} (got {self.k})")
+        if self.batch_size < 1:
+            raise SqaError(f"batch size must be at least 1 (got {self.batch_size})")
+        if self.folds < 2:
+            raise SqaError(f"cross-fitting needs at least 2 folds (got {self.folds})")
+        if self.reader not in READERS:
+            raise SqaError(f"unknown reader {self.reader!r}; use {' or '.join(READERS)}")
+        if self.oracle is not None:
+            if self.oracle not in ORACLES:
+                raise SqaError(f"unknown oracle {self.oracle!r}; use {' or '.join(ORACLES)}")
+            if self.split in ("test", "all"):
+                raise SqaError(f"--oracle {self.oracle} shows annotations the {self.split} split does not have (and "
+                               "must never see); use dev, train or train-2061")
+            if self.reader != "facts":
+                raise SqaError("--oracle goes with --reader facts")
+        if self.reader == "facts" and self.decomposition != "question":
+            raise SqaError(f"--decomposition {self.decomposition}: the facts reader retrieves for the whole question; "
+                           "use --decomposition question, or --reader steps")
+        if self.limit is not None and self.limit < 1:
+            raise SqaError(f"--limit must be at least 1 (got {self.limit})")
+
+    @property
+    def decision(self) -> str | None:
+        """How the final answer is made: the steps reader's fixed ``STEPS_DECISION``; None for the
+        facts reader (its answer head is identified by ``head``)."""
+        return STEPS_DECISION if self.reader == "steps" else None
+
+    def identity(self) -> dict:
+        """The options that define the run, as recorded in ``run.json`` (without the index's)."""
+        return {name: getattr(self, name) for name in self.IDENTITY}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EvalOptions":
+        """Options from a ``run.json`` ``options`` object, today's or an older one (keys this
+        version no longer has, such as ``index_dir``, ``decision`` and ``signals``, are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+# identity keys added after runs were recorded, with the value those runs had (before ``decision``
+# existed, the steps reader answered from the ``transcript`` reading alone)
+LEGACY_DEFAULTS = {"reader": "steps", "oracle": None, "head": "", "dataset": "", "decision": "transcript",
+                   "retrieval": True}
+
+
+def legacy_default(key: str):
+    """The value a run recorded before ``key`` joined the identity had (``LEGACY_DEFAULTS``, else
+    the option's default)."""
+    if key in LEGACY_DEFAULTS:
+        return LEGACY_DEFAULTS[key]
+    f = EvalOptions.__dataclass_fields__.get(key)
+    return f.default if f is not None else None
+
+
+def legacy_identity(old: dict) -> dict:
+    """A format-1 ``run.json`` identity mapped onto today's keys: missing keys get the value the
+    runs of that time had (``LEGACY_DEFAULTS``), the path keys go, and the facts reader's recorded
+    ``decision`` (the steps reader's default, unused by it) becomes None."""
+    out = {k: v for k, v in old.items() if k not in ("index_dir", "backend", "index_paragraphs", "index")}
+    for key in EvalOptions.IDENTITY:
+        if key not in out:
+            out[key] = legacy_default(key)
+    if out.get("reader") == "facts":
+        out["decision"] = None
+    return out
+
+
+def select_questions(split: str, limit: int | None = None) -> list[Question]:
+    """The first ``limit`` questions (all if None) of ``split``, in release order."""
+    qs = load_questions(split)
+    return qs[:limit] if limit else qs

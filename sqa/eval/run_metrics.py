@@ -1,0 +1,200 @@
+"""The outputs of a run, regenerated from its traces: ``predictions.json`` (official leaderboard
+format), ``metrics.json``, ``report.md`` and ``report.png`` (:func:`finalize_run`).
+
+``metrics.json`` holds the official metrics (Accuracy, Recall@10, SARI; :mod:`sqa.eval.leaderboard`),
+the majority baseline, calibration (reliability bins and ECE), accuracy by number of steps, the
+P(yes) readings recorded in the traces, few-shot provenance, timings, the options and the index
+identity. The hidden-label test split gets predictions only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from sqa.eval.fewshot import fewshot_description
+from sqa.eval.leaderboard import score_predictions, validate_predictions
+from sqa.eval.metrics import recall_at_k
+from sqa.eval.options import EvalOptions
+from sqa.eval.rundir import TRACES_FILE, now, result_from_dict
+from sqa.jsonio import write_json_atomic
+from sqa.types import Question
+
+PREDICTIONS_FILE = "predictions.json"
+METRICS_FILE = "metrics.json"
+REPORT_MD = "report.md"
+REPORT_PNG = "report.png"
+
+
+@dataclass
+class EvalSummary:
+    """What a run produced: counts, the metrics (None for the test split or before any answer),
+    whether it was interrupted, and the files written."""
+
+    out_dir: Path
+    total: int
+    done: int
+    new: int
+    metrics: dict | None
+    interrupted: bool = False
+    repaired_bytes: int = 0
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.done == self.total
+
+
+def question_rows(questions: Sequence[Question], done: dict[str, dict]) -> list[dict]:
+    """One row per answered question (in split order): qid, question, gold, answer, correct,
+    p_yes, confidence, n_steps, recall (Recall@10; None without labels), decomposition, seconds."""
+    rows = []
+    for q in questions:
+        rec = done.get(q.qid)
+        if rec is None:
+            continue
+        r = result_from_dict(rec)
+        labelled = q.answer is not None
+        ev = rec.get("eval") or {}
+        rows.append({
+            "qid": q.qid, "question": q.question, "gold": q.answer, "answer": bool(r.answer),
+            "correct": (bool(r.answer) == q.answer) if labelled else None,
+            "p_yes": float(r.p_yes), "confidence": float(r.confidence), "n_steps": len(r.steps),
+            "recall": recall_at_k(q.evidence, r.paragraphs) if labelled else None,
+            "decomposition": r.decomposition, "paragraphs": list(r.paragraphs),
+            "seconds": ev.get("seconds"),
+            "timings": dict(r.timings), "fewshot_pool": ev.get("fewshot_pool"),
+            "fewshot_qids": rec.get("fewshot_qids"), "signals": dict(rec.get("signals") or {}),
+        })
+    return rows
+
+
+def calibration_bins(rows: Sequence[dict], n_bins: int = 10) -> list[dict]:
+    """Reliability table: labelled rows binned by confidence into ``n_bins`` equal-width bins on
+    [0, 1]; each bin gives lo, hi, n, mean confidence and accuracy (None when empty)."""
+    bins = [{"lo": i / n_bins, "hi": (i + 1) / n_bins, "n": 0, "confidence": None, "accuracy": None}
+            for i in range(n_bins)]
+    sums = [[0.0, 0.0] for _ in range(n_bins)]
+    for r in rows:
+        if r["correct"] is None:
+            continue
+        i = min(int(r["confidence"] * n_bins), n_bins - 1)
+        bins[i]["n"] += 1
+        sums[i][0] += r["confidence"]
+        sums[i][1] += float(r["correct"])
+    for b, (c, a) in zip(bins, sums):
+        if b["n"]:
+            b["confidence"] = c / b["n"]
+            b["accuracy"] = a / b["n"]
+    return bins
+
+
+def expected_calibration_error(bins: Sequence[dict]) -> float | None:
+    """ECE (Guo et al., "On Calibration of Modern Neural Networks", ICML 2017):
+    sum over bins of n_b / n * |accuracy_b - confidence_b|; None without labelled rows."""
+    n = sum(b["n"] for b in bins)
+    if not n:
+        return None
+    return sum(b["n"] / n * abs(b["accuracy"] - b["confidence"]) for b in bins if b["n"])
+
+
+def signal_accuracy(rows: Sequence[dict]) -> dict[str, dict]:
+    """Accuracy (P(yes) >= 0.5) and mean P(yes) of every P(yes) reading recorded for all labelled
+    rows (``--signals``; see ``sqa.reasoner.Reasoner``): e.g. ``plain`` is the no-retrieval answer of the
+    same questions. ``{name: {"n", "Accuracy", "mean_p_yes"}}``; empty when none was recorded."""
+    labelled = [r for r in rows if r["correct"] is not None]
+    if not labelled:
+        return {}
+    names = [n for n in labelled[0]["signals"] if all(n in r["signals"] for r in labelled)]
+    out = {}
+    for n in names:
+        ps = [float(r["signals"][n]) for r in labelled]
+        out[n] = {"n": len(ps), "Accuracy": sum((p >= 0.5) == bool(r["gold"]) for p, r in zip(ps, labelled)) / len(ps),
+                  "mean_p_yes": sum(ps) / len(ps)}
+    return out
+
+
+def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: dict[str, dict],
+                    predictions: dict[str, dict], rows: Sequence[dict], index_info: dict | None) -> dict:
+    """The ``metrics.json`` object (see the module doc of :mod:`sqa.eval.report` for its use)."""
+    labelled_q = [q for q in questions if q.answer is not None and q.qid in predictions]
+    scores = score_predictions({q.qid: predictions[q.qid] for q in labelled_q}, labelled_q, source="predictions.json")
+    majority = score_predictions({q.qid: {"answer": False} for q in labelled_q}, labelled_q, source="majority baseline")
+    seconds = [r["seconds"] for r in rows if r["seconds"] is not None]
+    phases: dict[str, list[float]] = {}
+    for r in rows:
+        for name, s in r["timings"].items():
+            phases.setdefault(name, []).append(float(s))
+    by_steps: dict[int, list[bool]] = {}
+    for r in rows:
+        if r["correct"] is not None:
+            by_steps.setdefault(r["n_steps"], []).append(r["correct"])
+    bins = calibration_bins(rows)
+    pools: dict[str, int] = {}
+    used_examples: set[str] = set()
+    for r in rows:
+        pools[r["fewshot_pool"] or "?"] = pools.get(r["fewshot_pool"] or "?", 0) + 1
+        used_examples.update(r["fewshot_qids"] or ())
+    yes_rate = sum(r["answer"] for r in rows) / len(rows) if rows else None
+    return {
+        "split": options.split,
+        "n": scores["count"],
+        "n_predicted": len(predictions),
+        "n_questions": len(questions),
+        "complete": len(predictions) == len(questions),
+        "Accuracy": scores.get("Accuracy"),
+        "Recall@10": scores.get("Recall@10"),
+        "SARI": scores.get("SARI"),
+        "majority_baseline": {"answer": False, "Accuracy": majority.get("Accuracy"),
+                              "note": "always 'no', the majority answer of the StrategyQA train file"},
+        "yes_rate": yes_rate,
+        "ECE": expected_calibration_error(bins),
+        "calibration": bins,
+        "accuracy_by_steps": {str(n): {"n": len(v), "Accuracy": sum(v) / len(v)} for n, v in sorted(by_steps.items())},
+        "decision": options.decision,
+        "reader": options.reader,
+        "oracle": options.oracle,
+        "oracle_note": (f"ORACLE run: the reader was shown each question's annotated {options.oracle}; an upper "
+                        "bound for diagnosis, not a system result") if options.oracle else None,
+        "head": options.head or None,
+        "signals": signal_accuracy(rows),
+        "model": options.model,
+        "index": index_info or {},
+        "options": options.to_dict(),
+        "fewshot": {**fewshot_description(options.split, options.folds), "questions_per_pool": pools,
+                    "example_qids": sorted(used_examples) if used_examples else None},
+        "seconds_per_question": sum(seconds) / len(seconds) if seconds else None,
+        "seconds_per_question_note": "wall-clock seconds inside answer_batch between one finished question and "
+                                     "the next (batch start for the first), mean over answered questions of all "
+                                     "sessions of this run (model loading not included)",
+        "phase_seconds_mean": {k: sum(v) / len(v) for k, v in sorted(phases.items())},
+        "written_at": now(),
+    }
+
+
+def finalize_run(out_dir: str | Path, options: EvalOptions, questions: Sequence[Question], done: dict[str, dict],
+                 *, index_info: dict | None = None, new: int = 0, plots: bool = True) -> "EvalSummary":
+    """Regenerate ``predictions.json`` (+ ``metrics.json``, ``report.md``, ``report.png`` unless the
+    split is ``test``) from the trace records ``done`` (``{qid: record}``) for ``questions``.
+    ``new``: questions answered in this session (for the summary)."""
+    out_dir = Path(out_dir)
+    predictions = {q.qid: result_from_dict(done[q.qid]).to_prediction().to_leaderboard()
+                   for q in questions if q.qid in done}
+    validate_predictions(predictions, str(out_dir / PREDICTIONS_FILE))
+    write_json_atomic(out_dir / PREDICTIONS_FILE, predictions)
+    files = [out_dir / TRACES_FILE, out_dir / PREDICTIONS_FILE]
+    metrics = None
+    if options.split != "test" and predictions:
+        from sqa.eval import report
+
+        rows = question_rows(questions, done)
+        metrics = compute_metrics(options, questions, done, predictions, rows, index_info)
+        write_json_atomic(out_dir / METRICS_FILE, metrics)
+        report.write_markdown(out_dir / REPORT_MD, metrics, rows)
+        files += [out_dir / METRICS_FILE, out_dir / REPORT_MD]
+        if plots:
+            report.write_plots(out_dir / REPORT_PNG, metrics, rows)
+            files.append(out_dir / REPORT_PNG)
+    return EvalSummary(out_dir=out_dir, total=len(questions), done=len(predictions), new=new, metrics=metrics,
+                       files=files)

@@ -1,0 +1,172 @@
+"""The composition root: builds backend -> retriever -> reader for the CLI, the evaluation runner
+and the benchmarks. The stages never wire each other (the reasoner does not open an index); this
+module is the one place that does.
+
+- :func:`open_index` / :func:`index_info`: the search backend of an index directory and the
+  index's identity (``sqa.indexing.manifest``).
+- :func:`make_retriever`: a ``Retriever`` by name over a backend.
+- :func:`load_head`: the answer head of the facts reader and its identity.
+- :func:`build_reader`: a :class:`Pipeline` for a preset (``sqa.presets``).
+- :func:`reader_factory`: ``pool -> reader`` for ``sqa.eval.runner.run_eval``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from sqa.presets import Preset
+from sqa.types import LanguageModel, Question, Retriever, SearchBackend, SqaError
+
+RETRIEVERS = ("ours", "official", "backend")
+
+
+def open_index(index_dir: str | Path, backend: str = "embedded") -> SearchBackend:
+    """The search backend of ``index_dir`` (``sqa.indexing.open_backend``). Raises SqaError when
+    there is no embedded index there (saying how to build one), or what ``open_backend`` raises."""
+    from sqa.indexing import open_backend
+
+    idx = Path(index_dir)
+    if backend == "embedded" and not (idx / "meta.json").exists():
+        raise SqaError(f"{idx}: no index here; build one with `sqa index --preset mini --index-dir {idx}` "
+                       "or pass --index-dir")
+    return open_backend(idx, backend)
+
+
+def index_info(index_dir: str | Path, backend: str = "embedded") -> dict:
+    """The identity of the index in ``index_dir`` (``sqa.indexing.manifest.index_identity``) plus
+    ``preset`` and ``built_at``, as recorded in ``run.json``/``metrics.json``; never the path."""
+    from sqa.indexing.manifest import index_identity, read_manifest
+
+    manifest = read_manifest(index_dir) or {}
+    return {**index_identity(manifest, backend), "preset": manifest.get("preset"), "built_at": manifest.get("built_at")}
+
+
+def make_retriever(backend: SearchBackend, name: str = "ours") -> Retriever:
+    """A ``Retriever`` over ``backend``: ``ours`` (``StepRetriever``), ``official``
+    (``OfficialRetriever``: IR-Q / IR-ORA-D) or ``backend`` (``BackendRetriever``). Raises SqaError
+    for another name."""
+    if name == "ours":
+        from sqa.retriever.steps import StepRetriever
+
+        return StepRetriever(backend)
+    if name == "official":
+        from sqa.retriever.official import OfficialRetriever
+
+        return OfficialRetriever(backend)
+    if name == "backend":
+        from sqa.retriever.backend import BackendRetriever
+
+        return BackendRetriever(backend)
+    raise SqaError(f"unknown retriever {name!r}; use {', '.join(RETRIEVERS)}")
+
+
+def load_head(model: str, retrieval: bool, oracle: str | None, path: str | Path | None = None, split: str = "dev",
+              questions: Sequence[Question] | None = None):
+    """``(head, identity)``: the facts reader's answer head for ``model`` (the facts head, or the
+    no-retrieval one when ``retrieval`` is off and no oracle is shown; ``path`` overrides) and its
+    identity ``"<kind>:<12 hex of the sha256 of its model, spec, intercept and first 64
+    coefficients>"``. Raises SqaError when no head exists, or when ``split`` / ``questions`` hold
+    questions the head was trained on (its accuracy there would be in-sample)."""
+    from sqa.reasoner.facts_reasoner import head_for
+
+    kind = "facts" if (retrieval or oracle) else "plain"
+    h = head_for(model, kind, path)
+    trained_on = h.provenance.get("train_split")
+    if trained_on == "train-2061" and questions is not None:
+        from sqa.strategyqa import load_questions
+
+        seen = {q.qid for q in load_questions("train-2061")}
+        inside = [q.qid for q in questions if q.qid in seen]
+        if inside:
+            raise SqaError(f"{len(inside)} question(s) of the dataset (e.g. {inside[0]}) are train-2061 questions the "
+                           "answer head was trained on; their accuracy would be in-sample: leave them out")
+    if trained_on == "train-2061" and split in ("train", "train-2061", "all"):
+        raise SqaError(f"the answer head was trained on train-2061, so its accuracy on {split} would be in-sample; "
+                       "its cross-validated (out-of-fold) accuracy is in the report of `sqa train-head` "
+                       "(bench/results/head.json for the shipped head); evaluate on dev or test, or use --preset steps")
+    digest = hashlib.sha256(json.dumps({"spec": h.spec.to_dict(), "coef": h.coef.tolist()[:64], "b": h.intercept,
+                                        "model": h.model}, sort_keys=True).encode()).hexdigest()[:12]
+    return h, f"{kind}:{digest}"
+
+
+@dataclass
+class Pipeline:
+    """A ready reader and what it was built on: ``backend`` (None without retrieval) for showing
+    evidence text, ``retriever``, ``model``. ``close()`` closes the backend."""
+
+    reader: object  # FactsReasoner or Reasoner: both are sqa.types.BatchReasoner
+    model: LanguageModel
+    backend: SearchBackend | None = None
+    retriever: Retriever | None = None
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+
+
+def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Path | None = None,
+                 backend: str = "embedded", k: int = 10, *, head=None, features_cache: str | Path | None = None,
+                 fewshot_pool: Sequence[Question] | None = None, retriever: str = "ours") -> Pipeline:
+    """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
+    fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
+    for ``sqa.reasoner.models.load_model``, or a loaded ``LanguageModel``).
+
+    Facts reader: ``head`` (from :func:`load_head`; loaded here when None) is checked against the
+    model; ``features_cache`` is a features file of ``sqa train-head``. Steps reader:
+    ``fewshot_pool`` = the questions demonstrations come from (default train-2061). Raises SqaError
+    for a missing index, model or head."""
+    from sqa.reasoner.models import load_model
+    from sqa.paths import default_index_dir
+
+    be = ret = None
+    if preset.retrieval or preset.oracle:
+        be = open_index(Path(index_dir).expanduser() if index_dir else default_index_dir(), backend)
+        ret = make_retriever(be, retriever)
+    try:
+        if preset.reader == "facts":
+            from sqa.reasoner.facts_reasoner import FactsReasoner
+            from sqa.train_head import model_sha256
+
+            name = model if isinstance(model, str) else model.name
+            if head is None:
+                head, _ = load_head(name, preset.retrieval, preset.oracle)
+            lm = load_model(model) if isinstance(model, str) else model
+            head.check_model(Path(name).name, model_sha256(lm))
+            reader = FactsReasoner(lm, head, ret, k=k, oracle=preset.oracle, backend=be, features_cache=features_cache)
+        else:
+            from sqa.reasoner.prompts import DemoSelector
+            from sqa.reasoner.reasoner import Reasoner
+
+            lm = load_model(model) if isinstance(model, str) else model
+            reader = Reasoner(lm, ret, k, retrieval=preset.retrieval,
+                              demo_selector=DemoSelector(fewshot_pool) if fewshot_pool is not None else None)
+    except BaseException:
+        if be is not None:
+            be.close()
+        raise
+    return Pipeline(reader=reader, model=lm, backend=be, retriever=ret)
+
+
+def reader_factory(preset: Preset, model: str, index_dir: str | Path, backend: str = "embedded", k: int = 10, *,
+                   head=None, features_cache: str | Path | None = None) -> Callable:
+    """``pool -> reader`` for ``sqa.eval.runner.run_eval``: builds the reader once (the model loads
+    once); the steps reader then switches its few-shot pool per cross-fitting fold, the facts
+    reader's demonstrations are fixed so the pool does not change it."""
+    state: dict = {}
+
+    def reader_for(pool):
+        p = state.get("pipeline")
+        if p is None:
+            p = state["pipeline"] = build_reader(preset, model, index_dir, backend, k, head=head,
+                                                 features_cache=features_cache,
+                                                 fewshot_pool=pool.questions if pool is not None else None)
+            return p.reader
+        if preset.reader == "steps":
+            return p.reader.with_fewshot_pool(pool.questions)
+        return p.reader
+
+    return reader_for

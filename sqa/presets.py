@@ -1,0 +1,76 @@
+"""The shipped reader configurations, by name: experiments as data, not code paths.
+
+Each preset reproduces one row of the README's results table (as the official StrategyQA code
+keeps one config file per reported row): ``sqa eval --preset NAME`` runs it, and the recorded run
+named in ``run`` is what it reproduced (``bench/results/runs/``). The older flags map onto them
+(:func:`preset_for`): ``--no-retrieval`` is ``no-retrieval``, ``--oracle facts`` is
+``oracle-facts``, ``--reader steps`` is ``steps``.
+
+Add a preset: a new :class:`Preset` in ``PRESETS`` (and a recorded run + README row for it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqa.types import SqaError
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One reader configuration.
+
+    - ``reader``: ``facts`` (selected facts + trained answer head) or ``steps`` (decompose, read
+      evidence per step; final answer fixed: ``sqa.reasoner.reasoner.DECISION``).
+    - ``retrieval``: whether the reader sees retrieved evidence (False: the same model and prompts
+      without it, and for ``facts`` the no-retrieval head).
+    - ``oracle``: ``facts`` / ``paragraphs``: the question's annotations are shown (a diagnostic upper
+      bound; refused on the unlabelled test split).
+    - ``decomposition``: what the reader's steps are (``question`` for the facts reader).
+    - ``run``: the recorded run of its README row; ``summary``: one line for ``--help`` and docs.
+    """
+
+    name: str
+    reader: str
+    retrieval: bool = True
+    oracle: str | None = None
+    decomposition: str = "question"
+    run: str = ""
+    summary: str = ""
+    ask: bool = True  # meaningful for `sqa ask` (the oracles need a labelled question)
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("facts", "facts", run="bench/results/runs/dev229-facts",
+           summary="default: top-10 BM25 paragraphs -> a few facts -> facts reader -> trained answer head"),
+    Preset("no-retrieval", "facts", retrieval=False, run="bench/results/runs/dev229-plain",
+           summary="the same model without evidence, its own no-retrieval head (what retrieval adds)"),
+    Preset("oracle-facts", "facts", oracle="facts", run="bench/results/runs/dev229-oracle-facts", ask=False,
+           summary="ORACLE: the question's annotated facts shown, same head (upper bound, never a default)"),
+    Preset("oracle-paragraphs", "facts", oracle="paragraphs", run="bench/results/runs/dev229-oracle-paragraphs",
+           ask=False, summary="ORACLE: the best sentences of its annotated evidence paragraphs, same head"),
+    Preset("steps", "steps", decomposition="predicted", run="bench/results/runs/dev229",
+           summary="the older pipeline: decompose, retrieve and read per step, transcript+direct+plain readings"),
+)}
+DEFAULT_PRESET = "facts"
+
+
+def get_preset(name: str, for_ask: bool = False) -> Preset:
+    """The preset called ``name``. Raises SqaError naming the known ones (and, ``for_ask``, for an
+    oracle preset, which needs a question's annotations)."""
+    p = PRESETS.get(name)
+    if p is None:
+        raise SqaError(f"unknown preset {name!r}; use one of {', '.join(PRESETS)}")
+    if for_ask and not p.ask:
+        raise SqaError(f"--preset {name} shows a question's annotations, which `sqa ask` does not have; use it with "
+                       "`sqa eval` on a labelled split")
+    return p
+
+
+def preset_for(reader: str, retrieval: bool, oracle: str | None) -> str | None:
+    """The preset the older flags (``--reader``, ``--retrieval/--no-retrieval``, ``--oracle``)
+    describe, or None when no preset matches (e.g. ``--reader steps --no-retrieval``)."""
+    for p in PRESETS.values():
+        if (p.reader, p.retrieval, p.oracle) == (reader, retrieval, oracle):
+            return p.name
+    return None

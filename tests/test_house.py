@@ -1,0 +1,149 @@
+"""The project's shape, checked: the stage layering of the imports, module sizes, no absolute
+machine path in any tracked file, presets that match the recorded runs of the README's rows."""
+
+from __future__ import annotations
+
+import ast
+import json
+import lzma
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SQA = ROOT / "sqa"
+
+# stage rank: a module may import only modules of its own rank or lower; composition (pipeline,
+# cli) may import anything. Base modules are the shared vocabulary every stage may use.
+BASE = {"sqa", "sqa.types", "sqa.paths", "sqa.jsonio", "sqa.strategyqa", "sqa.presets"}
+STAGES = [("sqa.indexing", 1), ("sqa.retriever", 2), ("sqa.reasoner", 3), ("sqa.features", 3),
+          ("sqa.train_head", 3), ("sqa.eval", 4), ("sqa.pipeline", 9), ("sqa.cli", 9)]
+# wiring (opening an index, choosing a backend implementation) belongs to the composition only
+WIRING = {"sqa.pipeline", "sqa.cli", "sqa.indexing", "sqa.indexing.embedded", "sqa.indexing.elastic",
+          "sqa.indexing.build"}
+
+
+def _rank(module: str) -> int:
+    if module in BASE:
+        return 0
+    for prefix, rank in STAGES:
+        if module == prefix or module.startswith(prefix + "."):
+            return rank
+    raise AssertionError(f"{module}: not placed in a stage; add it to tests/test_house.py")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(SQA.rglob("*.py")):
+        parts = list(p.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = p
+    return out
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every sqa module ``module`` imports, at top level or inside functions."""
+    found = set()
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "sqa"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] != "sqa":
+                continue
+            for a in node.names:  # "from sqa.reasoner import prompts" imports the module sqa.reasoner.prompts
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in _ALL else base)
+    return found
+
+
+_ALL = _modules()
+
+
+def test_no_stage_imports_a_later_one_and_no_stage_wires_another():
+    bad = []
+    for module, path in _ALL.items():
+        rank = _rank(module)
+        for imp in sorted(_imports(module, path)):
+            if _rank(imp) > rank:
+                bad.append(f"{module} imports the later {imp}")
+            stage = next((p for p, _ in STAGES if module == p or module.startswith(p + ".")), module)
+            if rank < 9 and imp in WIRING and not (imp == stage or imp.startswith(stage + ".")):
+                bad.append(f"{module} wires {imp} (only sqa.pipeline / sqa.cli may)")
+    assert not bad, "\n".join(bad)
+    # the check can fail: the reasoner opening the index, as it once did, would be reported
+    assert _rank("sqa.indexing.build") < _rank("sqa.reasoner.reasoner") < _rank("sqa.eval.runner") < _rank("sqa.cli")
+
+
+def test_no_module_is_over_400_lines():
+    long = {m: n for m, p in _ALL.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert not long, long
+
+
+# an absolute path of some machine: a work, home, temp or user folder at the root, or a Windows user
+# folder (not URLs); the examples below are built from pieces so that this file does not match itself
+ABS_PATH = re.compile(r"(?<![\w.~:/-])(?:/(?:work|home|tmp|root|Users|mnt|scratch|private|var/folders)/[\w.-]"
+                      r"|[A-Z]:\\(?:Users|home)\\)")
+
+
+def _tracked() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    return [ROOT / f for f in out.decode().split("\0") if f]
+
+
+def test_no_absolute_machine_path_in_any_tracked_file():
+    root = "/"
+    assert ABS_PATH.search(f'"index_dir": "{root}work/indexes/mini"') and ABS_PATH.search(f"see {root}home/me/x")
+    assert not ABS_PATH.search("https://github.com/work/x and INDEX_DIR/mini")
+    files = _tracked()
+    assert len(files) > 100
+    hits = []
+    for f in files:
+        if f.suffix in (".png",) or "/_data/" in f.as_posix():
+            continue
+        data = f.read_bytes()
+        if f.suffix == ".xz":
+            data = lzma.decompress(data)
+        text = data.decode("utf-8", errors="replace")
+        for m in ABS_PATH.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            hits.append(f"{f.relative_to(ROOT)}:{line}: {text[m.start():m.start() + 60]!r}")
+    assert not hits, "absolute machine paths (use a relative path or INDEX_DIR / RUNS_DIR):\n" + "\n".join(hits)
+
+
+def test_every_preset_is_the_row_of_a_recorded_run():
+    """Each preset names the recorded run of its README row, and that run's identity is the preset's
+    configuration (experiments as data: the run reproduces with ``sqa eval --preset NAME``)."""
+    from sqa.presets import PRESETS
+    from sqa.reasoner.reasoner import DECISION
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for p in PRESETS.values():
+        run = json.loads((ROOT / p.run / "run.json").read_text())
+        ident, opts = run["identity"], run["options"]
+        assert (ident["reader"], ident["retrieval"], ident["oracle"], ident["decomposition"]) == \
+            (p.reader, p.retrieval, p.oracle, p.decomposition), p.name
+        assert ident["decision"] == (DECISION if p.reader == "steps" else None), p.name
+        assert opts["preset"] == p.name and f"--preset {p.name}" in readme
+        assert f"runs/{Path(p.run).name}/" in readme
+
+
+def test_presets_and_the_older_flags_agree(capsys):
+    from sqa.cli.common import choose_preset
+    from sqa.types import SqaError
+
+    assert choose_preset(None, None, None, None).name == "facts"
+    assert choose_preset(None, None, False, None).name == "no-retrieval"
+    assert choose_preset(None, None, None, "paragraphs").name == "oracle-paragraphs"
+    assert choose_preset(None, "steps", None, None).name == "steps"
+    odd = choose_preset(None, "steps", False, None)
+    assert odd.name == "" and (odd.reader, odd.retrieval) == ("steps", False)
+    with pytest.raises(SqaError, match="disagree"):
+        choose_preset("facts", None, False, None)
+    with pytest.raises(SqaError, match="unknown preset 'fact'"):
+        choose_preset("fact", None, None, None)
