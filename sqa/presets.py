@@ -41,9 +41,9 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
-    Preset("facts", "facts", run="bench/results/runs/dev229-facts",
+    Preset("facts", "facts", run="bench/results/runs/dev229-facts-h1000",
            summary="default: top-10 BM25 paragraphs -> a few facts -> facts reader -> trained answer head"),
-    Preset("no-retrieval", "facts", retrieval=False, run="bench/results/runs/dev229-plain",
+    Preset("no-retrieval", "facts", retrieval=False, run="bench/results/runs/dev229-plain-h1000",
            summary="the same model without evidence, its own no-retrieval head (what retrieval adds)"),
     Preset("oracle-facts", "facts", oracle="facts", run="bench/results/runs/dev229-oracle-facts", ask=False,
            summary="ORACLE: the question's annotated facts shown, same head (upper bound, never a default)"),
