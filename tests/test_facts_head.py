@@ -66,6 +66,26 @@ def test_fact_selector_interleaves_sources_and_oracle_shows_gold_facts(gold_inde
     assert interleave([1, 2, 3], ["a"]) == [1, "a", 2, 3]
 
 
+def test_wikipedia_facts_come_from_the_best_paragraphs_and_old_heads_keep_reading_all(gold_index):
+    from sqa.reasoner.facts import WikipediaFacts
+    from sqa.retriever.steps import StepRetriever
+
+    ret = StepRetriever(gold_index)
+    question = "Did Aristotle use a laptop?"
+    hits = ret.retrieve(question, [], 10)
+    top2 = {h.evidence_id for h in hits[:2]}
+    facts, got_hits = WikipediaFacts(ret, 10, 40, sentence_paragraphs=2).select(question, 3)
+    assert [h.evidence_id for h in got_hits] == [h.evidence_id for h in hits]  # all 10 stay the run's evidence
+    assert facts and {f.ref for f in facts} <= top2
+    every = WikipediaFacts(ret, 10, 40).select(question, 10)[0]
+    assert {f.ref for f in every} - top2  # without the setting: sentences from beyond the top 2
+    # the settings a head was trained with: a head from before the setting read all k paragraphs
+    assert FactSettings.from_dict({"wiki": 3, "train": 2, "k": 10, "max_words": 40}).sentence_paragraphs == 10
+    new = FactSettings()
+    assert FactSettings.from_dict(new.to_dict()) == new and new.sentence_paragraphs == 3
+    assert FactSettings.from_dict(new.to_dict(), k=5).k == 5
+
+
 def test_fixed_demonstrations_are_balanced_train_questions_and_prompts_share_a_prefix(train):
     demos = fixed_demos()
     assert len(demos) == 6 and [d.answer for d in demos] == [True, False] * 3

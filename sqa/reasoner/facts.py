@@ -99,17 +99,19 @@ def rank_sentences(query: str, hits: Sequence[Hit], n: int, max_words: int = 40)
 class WikipediaFacts:
     """Facts from the paragraph index: ``select(question, n)`` retrieves the top ``k`` paragraphs
     for ``question`` with ``retriever`` (a ``sqa.retriever`` Retriever) and returns
-    ``(facts, hits)``: the ``n`` best sentences (``rank_sentences``) and the paragraphs' hits (the
-    leaderboard's evidence)."""
+    ``(facts, hits)``: the ``n`` best sentences (``rank_sentences``) of the best
+    ``sentence_paragraphs`` of them (None: all k) and all k paragraphs' hits (the leaderboard's
+    evidence)."""
 
-    def __init__(self, retriever, k: int = 10, max_words: int = 40):
+    def __init__(self, retriever, k: int = 10, max_words: int = 40, sentence_paragraphs: int | None = None):
         self.retriever = retriever
         self.k = k
         self.max_words = max_words
+        self.sentence_paragraphs = k if sentence_paragraphs is None else sentence_paragraphs
 
     def select(self, question: str, n: int, steps: Sequence = ()) -> tuple[list[Fact], list[Hit]]:
         hits = self.retriever.retrieve(question, list(steps), self.k)
-        return rank_sentences(question, hits, n, self.max_words), hits
+        return rank_sentences(question, hits[: self.sentence_paragraphs], n, self.max_words), hits
 
 
 class AnnotatedFacts:

@@ -58,8 +58,7 @@ class FactsReasoner:
         self.head = head
         self.retriever = retriever
         self.k = k
-        self.settings = settings or FactSettings(k=k, **{key: head.provenance.get("facts", {}).get(key, default)
-                                                         for key, default in (("wiki", 3), ("train", 2), ("max_words", 40))})
+        self.settings = settings or FactSettings.from_dict(head.provenance.get("facts", {}), k=k)
         self.oracle = oracle
         self.backend = backend
         self.selector = FactSelector(retriever if head.spec.uses_facts or oracle else None, self.settings,
