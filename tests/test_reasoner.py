@@ -155,6 +155,13 @@ def test_demonstrations_come_from_train_by_similarity_never_the_question():
     words = {w.lower().strip("?") for w in q.question.split() if len(w) > 4}
     assert words & {w.lower().strip("?") for w in demos[0].question.split()}
     assert {d.answer for d in demos} == {True, False}  # both labels shown
+    # unbalanced (sqa ask --steps): the 3 nearest, where the balanced list swaps its third for a
+    # question of the other answer ("Did Aristotle use a laptop?": Ivan the Terrible's calendar)
+    near = sel.select("Did Aristotle use a laptop?", 3, balance=False)
+    assert [d.question for d in near][:2] == ["Was Aristotle a member of the House of Lords?",
+                                              "Can you buy a fair trade laptop?"]
+    assert not any("Ivan" in d.question for d in near)
+    assert any("Ivan" in d.question for d in sel.select("Did Aristotle use a laptop?", 3))
 
 
 def test_parse_steps_and_substitute_and_trim():

@@ -118,7 +118,10 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
         if steps:
             from sqa.reasoner import prompts as P
 
-            demos = P.default_selector().select(question, 3)
+            # the 3 most similar train questions, whatever their answers: the steps are only shown, and
+            # the label-balancing swap put an unrelated demonstration's steps into the decomposition
+            # ("Did Aristotle use a laptop?" -> "Was Aristotle #1 of the House of Lords?")
+            demos = P.default_selector().select(question, 3, balance=False)
             out = reasoner.model.generate([P.question_prompt(demos, question).extend("Steps:\n1.")], 80,
                                           P.DECOMPOSE_STOP)[0]
             from sqa.reasoner.trace import StepTrace

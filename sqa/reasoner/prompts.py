@@ -56,7 +56,8 @@ class DemoSelector:
 
     ``select(question, n, exclude_qid)`` -> up to ``n`` ``Demo`` s, most similar first, never the
     question itself (same qid or same text), at most ``max_steps`` steps each, and balanced so that
-    both answers appear when ``n`` >= 2.
+    both answers appear when ``n`` >= 2 (unless ``balance`` is False: the ``n`` most similar, as
+    ``sqa ask --steps`` uses, where no answer is read from the prompt).
     """
 
     def __init__(self, questions: Sequence[Question] | None = None, max_steps: int = 4):
@@ -74,7 +75,7 @@ class DemoSelector:
         self._bm25.index(bm25s.tokenize([d.question for d in self.demos], stopwords="en", stemmer=self._stemmer,
                                         show_progress=False), show_progress=False)
 
-    def select(self, question: str, n: int = 3, exclude_qid: str | None = None) -> list[Demo]:
+    def select(self, question: str, n: int = 3, exclude_qid: str | None = None, balance: bool = True) -> list[Demo]:
         import bm25s
 
         if n <= 0:
@@ -92,7 +93,7 @@ class DemoSelector:
         picked = picked[: max(n, 0) * 3]
         out = picked[:n]
         # keep both labels in view so the demonstrations do not prime one answer
-        if n >= 2 and len({d.answer for d in out}) == 1:
+        if balance and n >= 2 and len({d.answer for d in out}) == 1:
             other = next((d for d in picked[n:] if d.answer != out[0].answer), None)
             if other is None:
                 other = next((d for d in self.demos if d.answer != out[0].answer and d.qid != exclude_qid), None)
