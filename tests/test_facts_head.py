@@ -82,7 +82,8 @@ def test_wikipedia_facts_come_from_the_best_paragraphs_and_old_heads_keep_readin
     # the settings a head was trained with: a head from before the setting read all k paragraphs
     assert FactSettings.from_dict({"wiki": 3, "train": 2, "k": 10, "max_words": 40}).sentence_paragraphs == 10
     new = FactSettings()
-    assert FactSettings.from_dict(new.to_dict()) == new and new.sentence_paragraphs == 3
+    assert FactSettings.from_dict(new.to_dict()) == new and new.sentence_paragraphs == new.k == 10
+    assert FactSettings.from_dict({**new.to_dict(), "sentence_paragraphs": 3}).sentence_paragraphs == 3
     assert FactSettings.from_dict(new.to_dict(), k=5).k == 5
 
 
