@@ -282,9 +282,18 @@ def test_ctrl_c_at_any_moment_of_sqa_index_exits_130_and_resumes_exactly(tmp_pat
                          "--commit-every", "1000"]
     codes = []
     for delay in (0.3, 0.6, 0.9, 1.2, 1.5):
+        # wait for a checkpoint written by *this* run (the previous run's file is already there):
+        # a SIGINT while the interpreter is still starting kills it silently (-2) before sqa runs
+        ckpt = d / CHECKPOINT
+        before = ckpt.stat().st_mtime_ns if ckpt.exists() else None
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
         t0 = time.monotonic()
-        while not (d / CHECKPOINT).exists() and p.poll() is None and time.monotonic() - t0 < 60:
+        while p.poll() is None and time.monotonic() - t0 < 60:
+            try:
+                if ckpt.stat().st_mtime_ns != before:
+                    break
+            except FileNotFoundError:  # not written yet, or removed by a finished build
+                pass
             time.sleep(0.01)
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
