@@ -45,7 +45,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            summary="default: top-10 BM25 paragraphs -> a few facts -> facts reader -> trained answer head"),
     Preset("no-retrieval", "facts", retrieval=False, run="bench/results/runs/dev229-plain-h1000",
            summary="the same model without evidence, its own no-retrieval head (what retrieval adds)"),
-    Preset("oracle-facts", "facts", oracle="facts", run="bench/results/runs/dev229-oracle-facts", ask=False,
+    Preset("oracle-facts", "facts", oracle="facts", run="bench/results/runs/dev229-oracle-facts-h1000", ask=False,
            summary="ORACLE: the question's annotated facts shown, same head (upper bound, never a default)"),
     Preset("oracle-paragraphs", "facts", oracle="paragraphs", run="bench/results/runs/dev229-oracle-paragraphs",
            ask=False, summary="ORACLE: the best sentences of its annotated evidence paragraphs, same head"),
