@@ -47,7 +47,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            summary="the same model without evidence, its own no-retrieval head (what retrieval adds)"),
     Preset("oracle-facts", "facts", oracle="facts", run="bench/results/runs/dev229-oracle-facts-h1000", ask=False,
            summary="ORACLE: the question's annotated facts shown, same head (upper bound, never a default)"),
-    Preset("oracle-paragraphs", "facts", oracle="paragraphs", run="bench/results/runs/dev229-oracle-paragraphs",
+    Preset("oracle-paragraphs", "facts", oracle="paragraphs", run="bench/results/runs/dev229-oracle-paragraphs-h1000",
            ask=False, summary="ORACLE: the best sentences of its annotated evidence paragraphs, same head"),
     Preset("steps", "steps", decomposition="predicted", run="bench/results/runs/dev229",
            summary="the older pipeline: decompose, retrieve and read per step, transcript+direct+plain readings"),
