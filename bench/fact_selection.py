@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import Stemmer
 
+from sqa.eval.metrics import annotator_evidence
 from sqa.features import FactSettings
 from sqa.pipeline import index_info, make_retriever, open_index
 from sqa.reasoner.factreader import demo_qids
@@ -63,7 +64,8 @@ def new_info_recall(question: str, gold: list[str], shown: list[str]) -> float |
 
 
 def gold_paragraph_ids(q) -> set[str]:
-    return {i for ann in q.evidence for step in ann for x in step if isinstance(x, list) for i in x}
+    """Every annotator's evidence IDs of ``q`` together."""
+    return set().union(*annotator_evidence(q.evidence))
 
 
 def main() -> int:
