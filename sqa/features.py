@@ -26,7 +26,7 @@ class FactSettings:
     Wikipedia sentences are picked (``sentence_paragraphs``). Order shown: train fact 1,
     Wikipedia 1, train 2, Wikipedia 2, ... (``interleave``).
 
-    ``sentence_paragraphs`` stays 10 (all of ``k``). Only the top 3 was tried on the first 1,000
+    ``sentence_paragraphs`` None (the default) means all ``k``. Only the top 3 was tried on the first 1,000
     train-2061 questions (bench/results/fact_selection.json). Measured without the model, the
     best BM25 sentences of the top 3 paragraphs cover more of the annotated facts' new content words
     than those of all 10 (0.189 vs 0.163), and more of them come from an annotated evidence
@@ -37,7 +37,7 @@ class FactSettings:
     train: int = 2
     k: int = 10
     max_words: int = 40
-    sentence_paragraphs: int = 10
+    sentence_paragraphs: int | None = None  # None: all k (one spelling of "all", as in WikipediaFacts)
 
     def to_dict(self) -> dict:
         return {"wiki": self.wiki, "train": self.train, "k": self.k, "max_words": self.max_words,
@@ -47,10 +47,11 @@ class FactSettings:
     @classmethod
     def from_dict(cls, d: dict, k: int | None = None) -> "FactSettings":
         """The settings a head was trained with (its provenance ``facts``); ``k`` overrides the
-        number of retrieved paragraphs. A head from before ``sentence_paragraphs`` read all k."""
+        number of retrieved paragraphs. A head from before ``sentence_paragraphs`` read all k, as
+        does one that recorded None."""
         k = d.get("k", 10) if k is None else k
         return cls(wiki=d.get("wiki", 3), train=d.get("train", 2), k=k, max_words=d.get("max_words", 40),
-                   sentence_paragraphs=d.get("sentence_paragraphs", k))
+                   sentence_paragraphs=d.get("sentence_paragraphs"))
 
 
 class FactSelector:
