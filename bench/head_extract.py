@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from sqa.features import FactSelector, extract, read_done
+from sqa.features import FactSelector, FactSettings, extract, read_done
 from sqa.pipeline import make_retriever, open_index
 from sqa.reasoner.factreader import demo_qids
 from sqa.reasoner.models import load_model
@@ -25,9 +25,12 @@ def main() -> int:
     ap.add_argument("--index-dir", required=True)
     ap.add_argument("--out", default="runs/head")
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--sentence-paragraphs", type=int, default=None,
+                    help="Wikipedia sentences from the best N of the k paragraphs (FactSettings; default all k)")
     ap.add_argument("--plan", nargs="+", default=["train-2061:0:600", "dev", "train-2061:600:1000"])
     a = ap.parse_args()
-    sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "ours"))
+    sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "ours"),
+                       FactSettings(sentence_paragraphs=a.sentence_paragraphs))
     model = load_model(a.model)
     demos = demo_qids()
     for item in a.plan:

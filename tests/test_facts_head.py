@@ -80,12 +80,12 @@ def test_wikipedia_facts_come_from_the_best_paragraphs_and_old_heads_keep_readin
     every = WikipediaFacts(ret, 10, 40).select(question, 10)[0]
     assert {f.ref for f in every} - top2  # without the setting: sentences from beyond the top 2
     # the settings a head was trained with: a head from before the setting read all k paragraphs
-    assert FactSettings.from_dict({"wiki": 3, "train": 2, "k": 10, "max_words": 40}).sentence_paragraphs is None
+    assert FactSettings.from_dict({"wiki": 3, "train": 2, "k": 10, "max_words": 40}).sentence_paragraphs == 10
     new = FactSettings()
-    assert FactSettings.from_dict(new.to_dict()) == new and new.sentence_paragraphs is None and new.k == 10
+    assert FactSettings.from_dict(new.to_dict()) == new and new.sentence_paragraphs == new.k == 10
     # "all paragraphs" has one spelling: more retrieved paragraphs means sentences from all of them
     wide = FactSelector(ret, FactSettings(k=20)).wiki
-    assert wide.k == wide.sentence_paragraphs == 20
+    assert wide.k == wide.sentence_paragraphs == 20 and FactSettings(k=20).to_dict()["sentence_paragraphs"] == 20
     assert FactSettings.from_dict({**new.to_dict(), "sentence_paragraphs": 3}).sentence_paragraphs == 3
     assert FactSettings.from_dict(new.to_dict(), k=5).k == 5
 
