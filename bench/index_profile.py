@@ -53,6 +53,11 @@ def sample():
             samples[t] = (name, (int(f[11]) + int(f[12])) / tck)
         time.sleep(0.2)
 threading.Thread(target=sample, daemon=True).start()
+if sys.argv[5] != "default":  # the writer's memory budget (TantivyBackend's heap_mb) for this build
+    from sqa.indexing import embedded
+    d = list(embedded.TantivyBackend.__init__.__defaults__)
+    d[-1] = int(sys.argv[5])
+    embedded.TantivyBackend.__init__.__defaults__ = tuple(d)
 t0, c0 = time.perf_counter(), time.process_time()
 args = ["index", "--corpus", sys.argv[2], "--index-dir", sys.argv[3]]
 if sys.argv[4] != "default":
@@ -67,9 +72,11 @@ for tid, (name, secs) in samples.items():
           "gzip (isal) / other python" if name == "python" else name.rstrip("0123456789-_"))
     groups[key] = round(groups.get(key, 0) + secs, 2)
 groups["threads that ended before a sample (merges)"] = round(cpu - sum(groups.values()), 2)
-segments = len(json.load(open(os.path.join(sys.argv[3], "meta.json")))["segments"])
+segments = json.load(open(os.path.join(sys.argv[3], "meta.json")))["segments"]
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
 print(json.dumps({"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "cpu_by_thread": groups,
-                  "segments": segments}))
+                  "segments": len(segments), "segment_docs": sorted((s["max_doc"] for s in segments), reverse=True),
+                  "peak_rss_mb": round(int(hwm) / 1024)}))
 '''
 
 
@@ -77,15 +84,16 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def builds(corpus: Path, trees: dict[str, str], commit_every: list[str], repeats: int) -> list[dict]:
+def builds(corpus: Path, trees: dict[str, str], commit_every: list[str], repeats: int,
+           heap_mb: list[str] = ("default",)) -> list[dict]:
     rows = []
-    configs = [(t, c) for t in trees for c in commit_every]
+    configs = [(t, c, h) for t in trees for c in commit_every for h in heap_mb]
     for rep in range(repeats):
-        for tree, ce in (configs if rep % 2 == 0 else configs[::-1]):
+        for tree, ce, heap in (configs if rep % 2 == 0 else configs[::-1]):
             d = WORK / "profile-idx"
             shutil.rmtree(d, ignore_errors=True)
-            row = {"tree": tree, "commit_every": ce, "repeat": rep, "load_before": load()}
-            r = subprocess.run([sys.executable, "-c", _BUILD, trees[tree], str(corpus), str(d), ce],
+            row = {"tree": tree, "commit_every": ce, "heap_mb": heap, "repeat": rep, "load_before": load()}
+            r = subprocess.run([sys.executable, "-c", _BUILD, trees[tree], str(corpus), str(d), ce, heap],
                                capture_output=True, text=True)
             if r.returncode:
                 row["error"] = r.stderr[-500:].replace(str(ROOT), ".")
@@ -224,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=300_000)
     ap.add_argument("--baseline-src", default=None, help="another sqa source tree to build beside this one")
     ap.add_argument("--commit-every", default="default", help="comma list (default: the CLI's default)")
+    ap.add_argument("--heap-mb", default="default", help="comma list of tantivy writer memory budgets in MB "
+                                                       "(default: TantivyBackend's)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--parts", default="builds,tantivy,main_thread")
     ap.add_argument("--out", default=str(RESULTS))
@@ -244,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.baseline_src:
             trees["baseline"] = str(Path(a.baseline_src).resolve())
         result["builds"] = {"command": cmd, "paragraphs": a.n,
-                            "rows": builds(corpus, trees, a.commit_every.split(","), a.repeats)}
+                            "rows": builds(corpus, trees, a.commit_every.split(","), a.repeats,
+                                                                a.heap_mb.split(","))}
     if "tantivy" in parts:
         result["tantivy"] = {"command": cmd, "rows": tantivy_costs(corpus)}
     if "main_thread" in parts:

@@ -245,3 +245,38 @@ def test_preset_files_are_the_shipped_corpora():
     assert preset_files("full") == [sqa_home() / "corpus" / CORPUS_NAME]  # where --preset full downloads it
     with pytest.raises(SqaError, match="unknown preset 'bogus'; use mini, strategyqa, full"):
         preset_files("bogus")
+
+
+def test_a_fresh_build_finds_repeated_ids_without_index_lookups_and_a_resumed_one_looks_them_up(tmp_path, monkeypatch):
+    """A build that starts on an empty index checks each evidence ID against the hashes of its own
+    earlier commits (no look-up in the index, about 8 us a paragraph at 10M paragraphs); one that
+    starts on an index holding paragraphs looks each ID up. Both replace a repeated ID."""
+    import dataclasses
+
+    from sqa.indexing.readers import read_corpus
+
+    paras = list(read_corpus(distractor_file(tmp_path / "c.jsonl", 3_000)))
+    calls = []
+    real = TantivyBackend._in_committed
+    monkeypatch.setattr(TantivyBackend, "_in_committed", lambda self, eid: calls.append(eid) or real(self, eid))
+    be = TantivyBackend(tmp_path / "idx")
+    try:
+        for start in range(0, 3_000, 1_000):  # three commit windows
+            be.add(paras[start:start + 1_000])
+            be.commit()
+        assert be.count() == 3_000 and calls == []
+        again = dataclasses.replace(paras[5], text="REPLACED TEXT")  # a repeat two windows later
+        be.add([again, paras[2_999]])  # and one from the last window
+        be.commit()
+        assert be.count() == 3_000 and calls == []
+        assert [p.text for p in be.get([paras[5].evidence_id])] == ["REPLACED TEXT"]
+    finally:
+        be.close()
+    be = TantivyBackend(tmp_path / "idx")  # the index now holds paragraphs: each ID is looked up
+    try:
+        be.add([dataclasses.replace(paras[7], text="SECOND PROCESS"), paras[1_500]])
+        be.commit()
+        assert be.count() == 3_000 and calls == [paras[7].evidence_id, paras[1_500].evidence_id]
+        assert [p.text for p in be.get([paras[7].evidence_id])] == ["SECOND PROCESS"]
+    finally:
+        be.close()
