@@ -155,9 +155,11 @@ class TantivyBackend:
         so that no ID is looked up in the index. None when the index held paragraphs before this
         object wrote (a resumed build, or adding to an index): then each ID is looked up.
 
-        Why: the look-up in the committed index (``_in_committed``) cost the reader thread about
-        8 us a paragraph at 10M paragraphs, 14.8 vs 17.5 us in all (bench/results/index_profile_lookups.json); hashing
-        and ``np.searchsorted`` over the commits' sorted hashes well under 1 us."""
+        Why: at 10M resampled paragraphs (8M of them looked up, with 2M-paragraph windows) the
+        look-ups in the committed index (``_in_committed``) cost the reader thread 2.7 us a
+        paragraph (17.5 vs 14.8 us) and 0.6 GB of peak RSS (bench/results/index_profile_lookups.json,
+        one build each); hashing and ``np.searchsorted`` over the commits' sorted hashes cost well
+        under 1 us."""
         if self._base_docs is None:
             self.index.reload()
             self._base_docs = self.index.searcher().num_docs
