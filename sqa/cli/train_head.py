@@ -64,6 +64,10 @@ def train_head_command(
     out_dir: Annotated[Optional[Path], typer.Option("--out-dir", help="Where the heads and the CV report go (default "
                                                     "$SQA_HOME/heads).", show_default=False)] = None,
     folds: Annotated[int, typer.Option("--folds", help="Cross-fitting folds, grouped by StrategyQA term.")] = 5,
+    sentence_paragraphs: Annotated[Optional[int], typer.Option(
+        "--sentence-paragraphs", help="Pick the Wikipedia facts from the best N of the 10 retrieved paragraphs "
+                                      "(default: all 10). Recorded in the head, which then reads the same way.",
+        show_default=False)] = None,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:
@@ -81,6 +85,8 @@ def train_head_command(
         raise SqaError(f"--limit {limit}: too few questions to cross-validate; use at least 20 (600+ to decide)")
     if folds < 2:
         raise SqaError(f"--folds must be at least 2 (got {folds})")
+    if sentence_paragraphs is not None and not 1 <= sentence_paragraphs <= 10:
+        raise SqaError(f"--sentence-paragraphs must be between 1 and 10 (got {sentence_paragraphs})")
     try:
         import sklearn  # noqa: F401
     except ImportError:
@@ -95,7 +101,7 @@ def train_head_command(
         info = _index_info(idx, backend)
         lm = load_model(model)
         sha = model_sha256(lm)
-    settings = FactSettings()
+    settings = FactSettings(sentence_paragraphs=sentence_paragraphs)
     feat_dir = features or sqa_home() / "features" / safe
     check_meta(feat_dir, features_meta(safe, sha, settings, info))
     demos = demo_qids()
