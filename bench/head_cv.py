@@ -1,0 +1,108 @@
+"""Out-of-fold accuracy of a few answer-head feature sets on a features file, without the model:
+the quick check of "does retrieval pay" as the features grow (``sqa train-head`` runs all 11
+candidate sets and loads the model, which takes 10+ minutes at 1,000+ questions on 2 cores).
+
+    python bench/head_cv.py --features runs/head2 --limit 1177 --out bench/results/head_cv_top3.json
+    python bench/head_cv.py --features bench/results/features/top3      # the committed xz parts
+
+``--features``: a directory with ``train-2061.jsonl`` (a torn last line is ignored) or with
+``train-2061.part*.jsonl.xz`` files. The first ``--limit`` train-2061 questions in release order
+without the 6 demonstration questions (the order ``sqa train-head`` and bench/head_extract.py use);
+fewer if the file holds fewer. Folds, C grid and the choice rule are ``sqa.train_head``'s: 5 folds
+grouped by StrategyQA term, C by grouped CV; every set is compared with ``plain`` (no retrieval)
+on the same questions, paired (``sqa.reasoner.head.paired_difference``). Writes one JSON entry
+per run, keyed by ``--name``, into ``--out`` (other entries kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_records(features: Path) -> list[dict]:
+    """Feature records in file order: the xz parts in name order, else the JSONL file up to its
+    first torn or invalid line."""
+    parts = sorted(features.glob("train-2061.part*.jsonl.xz"))
+    lines = []
+    if parts:
+        for p in parts:
+            with lzma.open(p, "rt", encoding="utf-8") as f:
+                lines.extend(f)
+    else:
+        data = (features / "train-2061.jsonl").read_text(encoding="utf-8")
+        lines = data.splitlines(keepends=True)
+    out = []
+    for line in lines:
+        if not line.endswith("\n"):
+            break
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break
+    return out
+
+
+def spec(name: str):
+    """``plain`` or ``plain+fN`` / ``fN`` (with the retrieval scores, as sqa.train_head's candidates)."""
+    from sqa.reasoner.head import SCALARS, FeatureSpec
+
+    states = tuple(name.split("+"))
+    return FeatureSpec(states, states, () if states == ("plain",) else SCALARS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--features", required=True, type=Path)
+    ap.add_argument("--limit", type=int, default=2055)
+    ap.add_argument("--specs", default="plain,plain+f3,plain+f5")
+    ap.add_argument("--name", default=None, help="entry name in --out (default: features dir name + n)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "head_cv.json")
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from sqa.reasoner.factreader import demo_qids
+    from sqa.reasoner.head import paired_difference
+    from sqa.strategyqa import load_questions, questions_by_id
+    from sqa.train_head import Dataset, cross_validate
+
+    demos = demo_qids()
+    order = [q.qid for q in load_questions("train-2061") if q.qid not in demos][: a.limit]
+    recs = {r["qid"]: r for r in load_records(a.features)}
+    qids = []
+    for q in order:  # the first N in order, stopping at the first missing one
+        if q not in recs:
+            break
+        qids.append(q)
+    t0 = time.perf_counter()
+    ds = Dataset.build([recs[q] for q in qids], questions_by_id())
+    rows = cross_validate(ds, [spec(s) for s in a.specs.split(",")], log=lambda m: print(m, file=sys.stderr))
+    y = ds.y.astype(bool)
+    plain = next(r for r in rows if r["spec"]["states"] == ["plain"])
+    base = (np.asarray(plain["oof"]) >= 0.5) == y
+    for r in rows:
+        d, lo, hi = paired_difference((np.asarray(r["oof"]) >= 0.5) == y, base)
+        r["minus_plain"] = {"difference": round(d, 4), "interval95": [round(lo, 4), round(hi, 4)]}
+        del r["oof"]
+        print(f"{r['name']:36s} {r['accuracy']:.3f} {r['interval95']}  minus plain {d:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    meta_path = a.features / "meta.json"
+    entry = {"command": " ".join(["python", "bench/head_cv.py", *(argv if argv is not None else sys.argv[1:])]),
+             "n": len(qids), "terms": len(set(ds.groups.tolist())), "features_meta":
+             json.loads(meta_path.read_text()) if meta_path.exists() else None,
+             "seconds": round(time.perf_counter() - t0, 1), "rows": rows}
+    out = json.loads(a.out.read_text()) if a.out.exists() else {}
+    out[a.name or f"{a.features.name}-n{len(qids)}"] = entry
+    a.out.write_text(json.dumps(out, indent=1).replace(str(ROOT) + "/", "") + "\n")
+    print(f"wrote {a.out.resolve().relative_to(ROOT)} ({len(qids)} questions)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
