@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     import bm25s
     import Stemmer
 
+    from fact_selection import gold_paragraph_ids
     from head_cv import load_records, spec
-    from sqa.eval.metrics import annotator_evidence
     from sqa.reasoner.facts import AnnotatedFacts
     from sqa.reasoner.factreader import demo_qids
     from sqa.strategyqa import load_questions, questions_by_id
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     gold_wiki, same_term = [], []
     for r in ds.records:
         q = byid[r["qid"]]
-        gold = set().union(*annotator_evidence(q.evidence)) if q.evidence else set()
+        gold = gold_paragraph_ids(q)
         first3 = r["facts"][:3]  # what the f3 read-out has seen: train 1, Wikipedia 1, train 2
         gold_wiki.append(any(f["source"] == "wikipedia" and f["ref"] in gold for f in first3))
         same_term.append(any(f["source"] == "train-facts" and term.get(f["ref"]) == q.term for f in first3))

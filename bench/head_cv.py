@@ -31,15 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def load_records(features: Path) -> list[dict]:
     """Feature records in file order: the xz parts in name order, else the JSONL file up to its
     first torn or invalid line."""
+    from sqa.features import read_done
+
     parts = sorted(features.glob("train-2061.part*.jsonl.xz"))
+    if not parts:
+        return list(read_done(features / "train-2061.jsonl").values())
     lines = []
-    if parts:
-        for p in parts:
-            with lzma.open(p, "rt", encoding="utf-8") as f:
-                lines.extend(f)
-    else:
-        data = (features / "train-2061.jsonl").read_text(encoding="utf-8")
-        lines = data.splitlines(keepends=True)
+    for p in parts:
+        with lzma.open(p, "rt", encoding="utf-8") as f:
+            lines.extend(f)
     out = []
     for line in lines:
         if not line.endswith("\n"):
@@ -52,11 +52,16 @@ def load_records(features: Path) -> list[dict]:
 
 
 def spec(name: str):
-    """``plain`` or ``plain+fN`` / ``fN`` (with the retrieval scores, as sqa.train_head's candidates)."""
-    from sqa.reasoner.head import SCALARS, FeatureSpec
+    """The ``sqa train-head`` candidate feature set reading the states ``name`` (``plain``,
+    ``fN`` or ``plain+fN``; the facts sets with the retrieval scores)."""
+    from sqa.train_head import candidate_specs
 
     states = tuple(name.split("+"))
-    return FeatureSpec(states, states, () if states == ("plain",) else SCALARS)
+    n = max([int(s[1:]) for s in states if s[:1] == "f" and s[1:].isdigit()], default=1)
+    found = [s for s in candidate_specs(n) if s.states == states]
+    if not found:
+        raise SystemExit(f"--specs: no candidate feature set reads {name!r}; use plain, fN or plain+fN")
+    return found[0]
 
 
 def main(argv: list[str] | None = None) -> int:

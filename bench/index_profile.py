@@ -54,10 +54,13 @@ def sample():
         time.sleep(0.2)
 threading.Thread(target=sample, daemon=True).start()
 if sys.argv[5] != "default":  # the writer's memory budget (TantivyBackend's heap_mb) for this build
+    import inspect
     from sqa.indexing import embedded
-    d = list(embedded.TantivyBackend.__init__.__defaults__)
-    d[-1] = int(sys.argv[5])
-    embedded.TantivyBackend.__init__.__defaults__ = tuple(d)
+    init = embedded.TantivyBackend.__init__
+    d = list(init.__defaults__)
+    names = list(inspect.signature(init).parameters)[-len(d):]
+    d[names.index("heap_mb")] = int(sys.argv[5])
+    init.__defaults__ = tuple(d)
 t0, c0 = time.perf_counter(), time.process_time()
 args = ["index", "--corpus", sys.argv[2], "--index-dir", sys.argv[3]]
 if sys.argv[4] != "default":

@@ -192,13 +192,12 @@ class TantivyBackend:
         Document, add_document = tantivy.Document, w.add_document
         paragraphs = paragraphs if isinstance(paragraphs, list) else list(paragraphs)
         ours = None if upsert else self._maybe_ours([p.evidence_id for p in paragraphs])
-        in_committed = self._in_committed if ours is None else ours.__getitem__
         self._dirty = True
         n = 0
         try:
             for i, p in enumerate(paragraphs):
                 eid, title, section, text = p.evidence_id, p.title, p.section, p.text
-                if upsert or eid in window or in_committed(eid if ours is None else i):
+                if upsert or eid in window or (self._in_committed(eid) if ours is None else ours[i]):
                     w.delete_documents_by_term("evidence_id", eid)
                 window.add(eid)
                 headers = " > ".join(filter(None, p.headers)) if p.headers else ""
