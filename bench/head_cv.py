@@ -51,10 +51,35 @@ def load_records(features: Path) -> list[dict]:
     return out
 
 
+# read-outs derived from the stored ones (experiments; a shipped head reads only stored read-outs)
+DERIVED = {
+    "fmean": "the mean of the states after 1..5 facts (fewer where fewer facts were found)",
+    "fdelta": "the state after the last fact minus the plain state",
+}
+
+
+def add_derived(records: list[dict]) -> None:
+    """Add the ``DERIVED`` states to decoded records, in place."""
+    for r in records:
+        st = r["states"]
+        after = [np.asarray(st[k], dtype=np.float32) for k in ("f1", "f2", "f3", "f4", "f5") if k in st]
+        plain = np.asarray(st["plain"], dtype=np.float32)
+        st["fmean"] = np.mean(after, axis=0) if after else plain
+        st["fdelta"] = (after[-1] if after else plain) - plain
+
+
 def spec(name: str):
-    """The ``sqa train-head`` candidate feature set reading the states ``name`` (``plain``,
-    ``fN`` or ``plain+fN``; the facts sets with the retrieval scores)."""
+    """The feature set ``name``: a ``sqa train-head`` candidate (``plain``, ``fN`` or ``plain+fN``;
+    the facts sets with the retrieval scores), or ``STATES/LOG_ODDS[/r]`` with comma lists of
+    read-outs (stored or ``DERIVED``) and ``/r`` for the retrieval scores, e.g.
+    ``plain,fmean/plain,f1,f2,f3,f4,f5/r``."""
+    from sqa.reasoner.head import SCALARS, FeatureSpec
     from sqa.train_head import candidate_specs
+
+    if "/" in name:
+        states, lo, *rest = name.split("/")
+        return FeatureSpec(tuple(states.split(",")), tuple(x for x in lo.split(",") if x),
+                           SCALARS if rest == ["r"] else ())
 
     states = tuple(name.split("+"))
     n = max([int(s[1:]) for s in states if s[:1] == "f" and s[1:].isdigit()], default=1)
@@ -68,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--features", required=True, type=Path)
     ap.add_argument("--limit", type=int, default=2055)
-    ap.add_argument("--specs", default="plain,plain+f3,plain+f5")
+    ap.add_argument("--specs", default="plain,plain+f3,plain+f5",
+                    help="comma list of candidate names, or (when any has a '/') a ';' list of "
+                         "STATES/LOG_ODDS[/r] sets; see spec()")
     ap.add_argument("--name", default=None, help="entry name in --out (default: features dir name + n)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "head_cv.json")
     a = ap.parse_args(argv)
@@ -88,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         qids.append(q)
     t0 = time.perf_counter()
     ds = Dataset.build([recs[q] for q in qids], questions_by_id())
-    rows = cross_validate(ds, [spec(s) for s in a.specs.split(",")], log=lambda m: print(m, file=sys.stderr))
+    if any("/" in s for s in a.specs.split(";")):
+        add_derived(ds.records)
+    rows = cross_validate(ds, [spec(s) for s in a.specs.split(";" if "/" in a.specs else ",")], log=lambda m: print(m, file=sys.stderr))
     y = ds.y.astype(bool)
     plain = next(r for r in rows if r["spec"]["states"] == ["plain"])
     base = (np.asarray(plain["oof"]) >= 0.5) == y
