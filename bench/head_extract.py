@@ -25,8 +25,9 @@ def main() -> int:
     ap.add_argument("--index-dir", required=True)
     ap.add_argument("--out", default="runs/head")
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--sentence-paragraphs", type=int, default=None,
-                    help="Wikipedia sentences from the best N of the k paragraphs (FactSettings; default all k)")
+    ap.add_argument("--sentence-paragraphs", type=int, default=3,
+                    help="Wikipedia sentences from the best N of the k paragraphs (FactSettings; default 3, "
+                         "as the shipped heads and sqa train-head)")
     ap.add_argument("--plan", nargs="+", default=["train-2061:0:600", "dev", "train-2061:600:1000"])
     a = ap.parse_args()
     sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "ours"),

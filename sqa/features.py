@@ -31,7 +31,9 @@ class FactSettings:
     best BM25 sentences of the top 3 paragraphs cover more of the annotated facts' new content words
     than those of all 10 (0.189 vs 0.163), and more of them come from an annotated evidence
     paragraph (55 % vs 41 %). The answer head's out-of-fold accuracy did not follow: 0.658 vs
-    0.666, paired -0.008 (-0.024 to +0.008). Heads record the value they were trained with."""
+    0.666, paired -0.008 (-0.024 to +0.008), a tie. Only the top-3 features were then extended to
+    all 2,055 questions, so the shipped heads (and ``sqa train-head``'s default) read the top 3.
+    Heads record the value they were trained with, and ``from_dict`` restores it."""
 
     wiki: int = 3
     train: int = 2
