@@ -301,6 +301,11 @@ def test_ctrl_c_at_any_moment_of_sqa_index_exits_130_and_resumes_exactly(tmp_pat
         codes.append(p.returncode)
         if p.returncode == 0:
             break
+        if p.returncode == -signal.SIGINT and not ckpt.exists() and "interrupted" not in err:
+            # the build had finished (a finished build removes its checkpoint) and the SIGINT came
+            # while the interpreter was exiting, after Python gives SIGINT back to the default
+            # action: nothing was left to interrupt (seen on a loaded machine, where exit is slow)
+            break
         assert p.returncode == 130, err[-3000:]
         assert err.strip().splitlines()[-1].startswith("interrupted:") and "Traceback" not in err
     assert 130 in codes
