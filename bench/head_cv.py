@@ -54,7 +54,6 @@ def load_records(features: Path) -> list[dict]:
 # read-outs derived from the stored ones (experiments; a shipped head reads only stored read-outs)
 DERIVED = {
     "fmean": "the mean of the states after 1..5 facts (fewer where fewer facts were found)",
-    "fdelta": "the state after the last fact minus the plain state",
 }
 
 
@@ -65,7 +64,6 @@ def add_derived(records: list[dict]) -> None:
         after = [np.asarray(st[k], dtype=np.float32) for k in ("f1", "f2", "f3", "f4", "f5") if k in st]
         plain = np.asarray(st["plain"], dtype=np.float32)
         st["fmean"] = np.mean(after, axis=0) if after else plain
-        st["fdelta"] = (after[-1] if after else plain) - plain
 
 
 def spec(name: str):
@@ -115,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         qids.append(q)
     t0 = time.perf_counter()
     ds = Dataset.build([recs[q] for q in qids], questions_by_id())
-    if any("/" in s for s in a.specs.split(";")):
+    custom = "/" in a.specs
+    if custom:
         add_derived(ds.records)
-    rows = cross_validate(ds, [spec(s) for s in a.specs.split(";" if "/" in a.specs else ",")], log=lambda m: print(m, file=sys.stderr))
+    rows = cross_validate(ds, [spec(s) for s in a.specs.split(";" if custom else ",")],
+                          log=lambda m: print(m, file=sys.stderr))
     y = ds.y.astype(bool)
     plain = next(r for r in rows if r["spec"]["states"] == ["plain"])
     base = (np.asarray(plain["oof"]) >= 0.5) == y
@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     out = json.loads(a.out.read_text()) if a.out.exists() else {}
     out[a.name or f"{a.features.name}-n{len(qids)}"] = entry
     a.out.write_text(json.dumps(out, indent=1).replace(str(ROOT) + "/", "") + "\n")
-    print(f"wrote {a.out.resolve().relative_to(ROOT)} ({len(qids)} questions)", file=sys.stderr)
+    shown = a.out.resolve()
+    print(f"wrote {shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown} ({len(qids)} questions)", file=sys.stderr)
     return 0
 
 
