@@ -41,13 +41,13 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
-    Preset("facts", "facts", run="bench/results/runs/dev229-facts-h1000",
+    Preset("facts", "facts", run="bench/results/runs/dev229-facts-h2055",
            summary="default: top-10 BM25 paragraphs -> a few facts -> facts reader -> trained answer head"),
-    Preset("no-retrieval", "facts", retrieval=False, run="bench/results/runs/dev229-plain-h1000",
+    Preset("no-retrieval", "facts", retrieval=False, run="bench/results/runs/dev229-plain-h2055",
            summary="the same model without evidence, its own no-retrieval head (what retrieval adds)"),
-    Preset("oracle-facts", "facts", oracle="facts", run="bench/results/runs/dev229-oracle-facts-h1000", ask=False,
+    Preset("oracle-facts", "facts", oracle="facts", run="bench/results/runs/dev229-oracle-facts-h2055", ask=False,
            summary="ORACLE: the question's annotated facts shown, same head (upper bound, never a default)"),
-    Preset("oracle-paragraphs", "facts", oracle="paragraphs", run="bench/results/runs/dev229-oracle-paragraphs-h1000",
+    Preset("oracle-paragraphs", "facts", oracle="paragraphs", run="bench/results/runs/dev229-oracle-paragraphs-h2055",
            ask=False, summary="ORACLE: the best sentences of its annotated evidence paragraphs, same head"),
     Preset("steps", "steps", decomposition="predicted", run="bench/results/runs/dev229",
            summary="the older pipeline: decompose, retrieve and read per step, transcript+direct+plain readings"),
