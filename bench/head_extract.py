@@ -28,10 +28,12 @@ def main() -> int:
     ap.add_argument("--sentence-paragraphs", type=int, default=3,
                     help="Wikipedia sentences from the best N of the k paragraphs (FactSettings; default 3, "
                          "as the shipped heads and sqa train-head)")
+    ap.add_argument("--scorer", default="bm25", choices=["bm25", "minilm"],
+                    help="how facts are ranked (FactSettings.scorer): BM25, or MiniLM cosine (the rerank extra)")
     ap.add_argument("--plan", nargs="+", default=["train-2061:0:600", "dev", "train-2061:600:1000"])
     a = ap.parse_args()
     sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "ours"),
-                       FactSettings(sentence_paragraphs=a.sentence_paragraphs))
+                       FactSettings(sentence_paragraphs=a.sentence_paragraphs, scorer=a.scorer))
     model = load_model(a.model)
     demos = demo_qids()
     for item in a.plan:

@@ -19,6 +19,9 @@ from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures, interleave
 from sqa.types import Question, SqaError
 
 
+SCORERS = ("bm25", "minilm")
+
+
 @dataclass(frozen=True)
 class FactSettings:
     """How many facts of each source the reader is shown (read out after each), how many
@@ -40,14 +43,18 @@ class FactSettings:
     k: int = 10
     max_words: int = 40
     sentence_paragraphs: int | None = None  # None: all k, stored as k (so "all" has one spelling)
+    scorer: str = "bm25"  # how facts are ranked: "bm25", or "minilm" (cosine of all-MiniLM-L6-v2 embeddings)
 
     def __post_init__(self) -> None:
         if self.sentence_paragraphs is None:
             object.__setattr__(self, "sentence_paragraphs", self.k)
+        if self.scorer not in SCORERS:
+            raise SqaError(f"unknown fact scorer {self.scorer!r}; use {' or '.join(SCORERS)}")
 
     def to_dict(self) -> dict:
         return {"wiki": self.wiki, "train": self.train, "k": self.k, "max_words": self.max_words,
                 "sentence_paragraphs": self.sentence_paragraphs,
+                **({"scorer": self.scorer} if self.scorer != "bm25" else {}),
                 "order": "train/wikipedia interleaved", "prompt": PROMPT_VERSION}
 
     @classmethod
@@ -57,7 +64,7 @@ class FactSettings:
         does one that recorded None."""
         k = d.get("k", 10) if k is None else k
         return cls(wiki=d.get("wiki", 3), train=d.get("train", 2), k=k, max_words=d.get("max_words", 40),
-                   sentence_paragraphs=d.get("sentence_paragraphs"))
+                   sentence_paragraphs=d.get("sentence_paragraphs"), scorer=d.get("scorer", "bm25"))
 
 
 class FactSelector:
@@ -69,8 +76,13 @@ class FactSelector:
                  annotated: AnnotatedFacts | None = None, oracle: str | None = None):
         self.settings = settings
         self.retrieval = retriever is not None
-        self.wiki = WikipediaFacts(retriever, settings.k, settings.max_words,
-                                   settings.sentence_paragraphs) if retriever is not None else None
+        self.encode = None
+        if settings.scorer == "minilm" and retriever is not None and oracle is None:
+            from sqa.retriever.minilm import default_encoder
+
+            self.encode = default_encoder()
+        self.wiki = WikipediaFacts(retriever, settings.k, settings.max_words, settings.sentence_paragraphs,
+                                   self.encode) if retriever is not None else None
         self._annotated = annotated
         self.oracle = oracle
 
@@ -91,7 +103,7 @@ class FactSelector:
         if self.wiki is None:
             return [], []
         wiki, hits = self.wiki.select(q.question, s.wiki)
-        train = self.annotated.select(q.question, s.train, exclude_qids=[q.qid])
+        train = self.annotated.select(q.question, s.train, exclude_qids=[q.qid], encode=self.encode)
         return interleave(train, wiki), hits
 
 

@@ -302,3 +302,53 @@ def test_no_retrieval_head_reads_the_plain_prompt_and_reports_no_paragraphs():
     assert r.paragraphs == [] and r.facts == [] and len(m.prompts) == 1 and "Facts:" not in m.prompts[0]
     assert r.p_yes == pytest.approx(1 / (1 + np.exp(-1.0)))  # -1 x log-odds(-1)
     assert r.signals == {"plain": pytest.approx(1 / (1 + np.exp(1.0)), abs=1e-6)}
+
+
+def test_step_evidence_states_the_step_and_never_shows_the_questions_own_facts(gold_index, train):
+    """``sqa ask --steps``' per-step sentence, by BM25 and by MiniLM (numpy)."""
+    from sqa.reasoner.facts import step_evidence
+    from sqa.retriever.minilm import default_encoder
+    from sqa.retriever.steps import StepRetriever
+
+    r, ann = StepRetriever(gold_index), AnnotatedFacts(train)
+    lords = "Was Aristotle a member of the House of Lords?"  # its annotated facts: "Aristotle died in 322 BC." ...
+    lords_qid = next(q.qid for q in train if q.question == lords)
+    encode = default_encoder()
+    for enc in (None, encode):  # without MiniLM: the best of each source, train fact first
+        got = step_evidence("When did Aristotle die?", r, ann, question="Did Aristotle use a laptop?", encode=enc)
+        assert len(got) == (1 if enc else 2) and got[0].text == "Aristotle died in 322 BC.", got
+        assert enc or (got[1].source == "wikipedia" and "Aristotle" in got[1].text)
+        mine = step_evidence("When did Aristotle die?", r, ann, question=lords, n=5, encode=enc)
+        assert len(mine) == (5 if enc else 10) and all(f.ref != lords_qid for f in mine)  # never its own facts
+        assert {f.source for f in mine} <= {"wikipedia", "train-facts"}
+        assert all(f.ref in {h.evidence_id for h in r.retrieve("When did Aristotle die?", [], 10)}
+                   for f in mine if f.source == "wikipedia")
+    assert step_evidence("Is #1 before #2?", r, ann, encode=encode) == []  # its evidence is earlier steps' answers
+    scores = [f.score for f in step_evidence("How tall is Mount Everest?", r, ann, n=3, encode=encode)]
+    assert scores == sorted(scores, reverse=True) and all(-1.0 <= s <= 1.0 for s in scores)  # cosines, best first
+
+
+def test_numpy_minilm_matches_sentence_transformers_and_needs_no_torch(gold_index):
+    """The torch-free all-MiniLM-L6-v2 (sqa/retriever/minilm.py) gives sentence-transformers' embeddings
+    (which need torch: the rerank extra) on real questions and paragraph sentences, and the facts
+    path with the MiniLM scorer never imports torch."""
+    import subprocess
+    import sys
+
+    from sqa.retriever.minilm import default_encoder
+    from sqa.retriever.steps import load_minilm
+
+    texts = [q.question for q in load_questions("dev")[:20]]
+    texts += [p.text[:400] for p in gold_index.get(["Aristotle-1", "Laptop-1", "Llama-23"]) if p] + ["x", ""]
+    ours, theirs = default_encoder()(texts), load_minilm()(texts)
+    assert ours.shape == theirs.shape == (len(texts), 384)
+    assert np.all(np.sum(ours * theirs, axis=1) > 0.9999)
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    code = ("import sys; from sqa.features import FactSelector, FactSettings; "
+            "from sqa.retriever.minilm import default_encoder; "
+            "FactSelector(object(), FactSettings(scorer='minilm')); default_encoder()(['Is the sun a star?']); "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with pytest.raises(SqaError, match="unknown fact scorer"):
+        FactSettings(scorer="tfidf")

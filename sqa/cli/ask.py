@@ -115,28 +115,28 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     t = time.perf_counter()
     with err.status("reading…", spinner="dots"):
         result = reasoner.answer_batch([Question(qid="", question=question)], decomposition="question")[0]
-        if steps:
-            from sqa.reasoner import prompts as P
-
-            # the 3 most similar train questions, whatever their answers: the steps are only shown, and
-            # the label-balancing swap put an unrelated demonstration's steps into the decomposition
-            # ("Did Aristotle use a laptop?" -> "Was Aristotle #1 of the House of Lords?")
-            demos = P.default_selector().select(question, 3, balance=False)
-            out = reasoner.model.generate([P.question_prompt(demos, question).extend("Steps:\n1.")], 80,
-                                          P.DECOMPOSE_STOP)[0]
-            from sqa.reasoner.trace import StepTrace
-
-            result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(P.parse_steps("1." + out), start=1)]
+    step_facts: list[list] = []
+    demos_by = ""
+    if steps:
+        t_steps = time.perf_counter()
+        step_facts, demos_by = _show_steps(question, reasoner, result, k, err)
+        result.timings["steps"] = round(time.perf_counter() - t_steps, 3)
     result.timings["total"] = round(time.perf_counter() - t, 3)
     result.qid = None
     if as_json:
-        typer.echo(json.dumps(result.to_ask_json(), ensure_ascii=False, indent=1))
+        obj = result.to_ask_json()
+        for d, facts in zip(obj["decomposition"], step_facts):
+            d["facts"] = [f.to_dict() for f in facts]
+        typer.echo(json.dumps(obj, ensure_ascii=False, indent=1))
         return
     tree = Tree(f"[bold]{escape(result.question)}[/bold]")
     if result.steps:
-        node = tree.add("[cyan]steps[/cyan] [dim](decomposition, shown only)[/dim]")
-        for s in result.steps:
-            node.add(f"[cyan]{s.index}.[/cyan] {escape(s.question)}")
+        node = tree.add(f"[cyan]steps[/cyan] [dim](decomposition and each step's best sentence, shown only: the answer "
+                        f"reads the facts below; demonstrations picked by {demos_by})[/dim]")
+        for s, facts in zip(result.steps, step_facts or [[]] * len(result.steps)):
+            sn = node.add(f"[cyan]{s.index}.[/cyan] {escape(s.question)}")
+            for f in facts:
+                sn.add(f"{escape(f.text)}  [dim]({escape(f.source)} {escape(f.ref)})[/dim]")
     if result.facts:
         node = tree.add("[cyan]facts[/cyan]")
         for f in result.facts:
@@ -151,3 +151,43 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
              f"{own})[/dim]  confidence={result.confidence:.2f}  "
              f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
     Console().print(tree)
+
+
+def _show_steps(question: str, reasoner, result, k: int, err: Console) -> tuple[list[list], str]:
+    """``sqa ask --steps`` with the facts reader: write the decomposition into ``result.steps`` and
+    find each step's best sentence (``sqa.reasoner.facts.step_evidence``); returns the per-step
+    facts and how the demonstrations were picked. Shown only: the answer does not read them.
+
+    The decomposer sees the 3 train-2061 questions nearest in meaning (all-MiniLM-L6-v2,
+    ``sqa.retriever.minilm``), whatever their answers, the nearest last (next to the question);
+    without the MiniLM weights, the 3 nearest by BM25 (``bench/results/decomposition_demos.json``: SARI against dev's
+    gold decompositions for both)."""
+    from sqa.paths import sqa_home
+    from sqa.reasoner import prompts as P
+    from sqa.reasoner.facts import default_annotated_facts, step_evidence
+    from sqa.reasoner.trace import StepTrace
+    from sqa.types import SqaError
+
+    encode = None
+    try:
+        with err.status("loading MiniLM (demonstrations and step evidence)…", spinner="dots"):
+            from sqa.retriever.minilm import default_encoder
+
+            encode = default_encoder()
+            selector = P.MiniLMDemoSelector(encode=encode, cache_dir=sqa_home() / "cache")
+        demos = selector.select(question, 3, balance=False)[::-1]
+        demos_by = "MiniLM"
+    except SqaError as e:
+        err.print(f"[dim]note: demonstrations and step evidence by BM25 ({escape(str(e))})[/dim]")
+        demos = P.default_selector().select(question, 3, balance=False)
+        demos_by = "BM25"
+    with err.status("decomposing…", spinner="dots"):
+        out = reasoner.model.generate([P.question_prompt(demos, question).extend("Steps:\n1.")], 80, P.DECOMPOSE_STOP)[0]
+        result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(P.parse_steps("1." + out), start=1)]
+        facts: list[list] = []
+        for s in result.steps:
+            fs = step_evidence(s.question, reasoner.retriever, default_annotated_facts(), question=question, k=k,
+                               encode=encode) if reasoner.retriever is not None else []
+            s.evidence = [f.ref for f in fs if f.source == "wikipedia"]
+            facts.append(fs)
+    return facts, demos_by

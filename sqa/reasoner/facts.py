@@ -78,9 +78,11 @@ class _BM25:
         return [(int(i), float(s)) for i, s in zip(idx[0], scores[0]) if s > 0]
 
 
-def rank_sentences(query: str, hits: Sequence[Hit], n: int, max_words: int = 40) -> list[Fact]:
+def rank_sentences(query: str, hits: Sequence[Hit], n: int, max_words: int = 40, encode=None) -> list[Fact]:
     """The ``n`` sentences of ``hits``' paragraphs with the highest BM25 score for ``query`` (the
-    candidate sentences form the BM25 collection), as "Title: sentence" facts; duplicates dropped."""
+    candidate sentences form the BM25 collection), as "Title: sentence" facts; duplicates dropped.
+    With ``encode`` (``texts -> (n, d)`` L2-normalised, e.g. ``sqa.retriever.steps.load_minilm``)
+    they are ranked by the cosine with ``query`` instead (``Fact.score`` = the cosine)."""
     cands: list[tuple[str, str]] = []
     seen = set()
     for h in hits:
@@ -92,8 +94,21 @@ def rank_sentences(query: str, hits: Sequence[Hit], n: int, max_words: int = 40)
                 cands.append((text, h.evidence_id))
     if not cands or n <= 0:
         return []
-    ranked = _BM25([c[0] for c in cands]).rank(query, n)
+    ranked = _BM25([c[0] for c in cands]).rank(query, n) if encode is None else \
+        _cosine_rank(encode, query, [c[0] for c in cands], n)
     return [Fact(cands[i][0], "wikipedia", cands[i][1], s) for i, s in ranked]
+
+
+def _cosine_rank(encode, query: str, texts: Sequence[str], n: int) -> list[tuple[int, float]]:
+    """Up to ``n`` (index, cosine) pairs of ``texts`` by the cosine of ``encode``'s embeddings with
+    ``query``'s, best first (ties in input order)."""
+    import numpy as np
+
+    if not texts or n <= 0:
+        return []
+    emb = np.asarray(encode([query] + list(texts)), dtype=np.float32)
+    cos = emb[1:] @ emb[0]
+    return [(int(i), float(cos[i])) for i in np.argsort(-cos, kind="stable")[:n]]
 
 
 class WikipediaFacts:
@@ -103,15 +118,17 @@ class WikipediaFacts:
     ``sentence_paragraphs`` of them (None: all k) and all k paragraphs' hits (the leaderboard's
     evidence)."""
 
-    def __init__(self, retriever, k: int = 10, max_words: int = 40, sentence_paragraphs: int | None = None):
+    def __init__(self, retriever, k: int = 10, max_words: int = 40, sentence_paragraphs: int | None = None,
+                 encode=None):
         self.retriever = retriever
         self.k = k
         self.max_words = max_words
         self.sentence_paragraphs = k if sentence_paragraphs is None else sentence_paragraphs
+        self.encode = encode  # None: BM25 over the candidate sentences; else cosine (rank_sentences)
 
     def select(self, question: str, n: int, steps: Sequence = ()) -> tuple[list[Fact], list[Hit]]:
         hits = self.retriever.retrieve(question, list(steps), self.k)
-        return rank_sentences(question, hits[: self.sentence_paragraphs], n, self.max_words), hits
+        return rank_sentences(question, hits[: self.sentence_paragraphs], n, self.max_words, self.encode), hits
 
 
 class AnnotatedFacts:
@@ -134,16 +151,24 @@ class AnnotatedFacts:
                     self.facts.append((f.strip(), q.qid, _norm(q.question)))
         self._index = _BM25([f for f, _, _ in self.facts])
 
-    def select(self, question: str, n: int, exclude_qids: Sequence[str] = ()) -> list[Fact]:
+    def select(self, question: str, n: int, exclude_qids: Sequence[str] = (), exclude_text: str = "",
+               encode=None, pool: int = 20) -> list[Fact]:
+        """``exclude_text``: also leave out the facts of a question with this text (the question a
+        decomposition step belongs to, when ``question`` is the step). ``encode``: re-rank the
+        ``pool`` best by BM25 by their cosine with ``question`` (``Fact.score`` = the cosine)."""
         if n <= 0:
             return []
+        if encode is not None:
+            cands = self.select(question, pool, exclude_qids, exclude_text)
+            return [Fact(cands[i].text, cands[i].source, cands[i].ref, c)
+                    for i, c in _cosine_rank(encode, question, [f.text for f in cands], n)]
         excl = set(exclude_qids)
-        norm = _norm(question)
+        norms = {_norm(question)} | ({_norm(exclude_text)} if exclude_text else set())
         out: list[Fact] = []
         seen = set()
         for i, s in self._index.rank(question, 4 * n + 20):
             text, qid, qn = self.facts[i]
-            if qid in excl or qn == norm or text.lower() in seen:
+            if qid in excl or qn in norms or text.lower() in seen:
                 continue
             seen.add(text.lower())
             out.append(Fact(text, "train-facts", qid, s))
@@ -160,3 +185,40 @@ def _norm(text: str) -> str:
 def default_annotated_facts() -> AnnotatedFacts:
     """The process-wide ``AnnotatedFacts`` over train-2061 (built once, about a second)."""
     return AnnotatedFacts()
+
+
+def step_evidence(step: str, retriever, annotated: AnnotatedFacts | None = None, *, question: str = "",
+                  k: int = 10, n: int = 1, encode=None, max_words: int = 40) -> list[Fact]:
+    """The ``n`` sentences that best state the answer of one decomposition ``step``, for display
+    (``sqa ask --steps``): candidates are the sentences of the step's top-``k`` paragraphs
+    (``retriever.retrieve(step, [], k)``, as "Title: sentence") and the 10 best train-2061
+    annotated facts for it (BM25; never those of ``question``, the question the step belongs to);
+    they are ranked together by the cosine of ``encode``'s embeddings with the step
+    (all-MiniLM-L6-v2: ``sqa.retriever.steps.load_minilm``). When ``encode`` is None, BM25 ranks
+    each source apart and the ``n`` best of each are returned, train fact first: one BM25 over
+    both pools would rank the step's subject near zero (it is in nearly every sentence of its own
+    paragraphs, so its IDF there is tiny) and put "When Gauss died in 1855, ..." above
+    "Aristotle died in 322 BC." for "When did Aristotle die?" (seen in the tests).
+
+    A step that refers to an earlier answer (``#k``) has no evidence of its own: returns [].
+    ``Fact.score`` is the cosine (or BM25, engine units, within one source). Never raises for an
+    empty result."""
+    if "#" in step or n <= 0:
+        return []
+    hits = retriever.retrieve(step, [], k)
+    train = annotated.select(step, 10 if encode is not None else n, exclude_text=question) if annotated else []
+    if encode is None:
+        return train + rank_sentences(step, hits, n, max_words)
+    cands: list[Fact] = []
+    seen = set()
+    for h in hits:
+        for s in split_sentences(h.paragraph.text):
+            text = f"{h.paragraph.title.strip()}: {clip_words(s, max_words)}"
+            if text.lower() not in seen and len(s.split()) >= 4:
+                seen.add(text.lower())
+                cands.append(Fact(text, "wikipedia", h.evidence_id, 0.0))
+    cands += [f for f in train if f.text.lower() not in seen]
+    if not cands:
+        return []
+    return [Fact(cands[i].text, cands[i].source, cands[i].ref, sc) for i, sc in _cosine_rank(encode, step,
+                                                                                           [c.text for c in cands], n)]

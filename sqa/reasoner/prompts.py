@@ -75,17 +75,21 @@ class DemoSelector:
         self._bm25.index(bm25s.tokenize([d.question for d in self.demos], stopwords="en", stemmer=self._stemmer,
                                         show_progress=False), show_progress=False)
 
-    def select(self, question: str, n: int = 3, exclude_qid: str | None = None, balance: bool = True) -> list[Demo]:
+    def _ranked(self, question: str, k: int) -> list[int]:
+        """Indices into ``demos`` of the ``k`` most similar questions, best first (BM25)."""
         import bm25s
 
+        tokens = bm25s.tokenize([question], stopwords="en", stemmer=self._stemmer, show_progress=False)
+        idx, _ = self._bm25.retrieve(tokens, k=k, show_progress=False)
+        return [int(i) for i in idx[0]]
+
+    def select(self, question: str, n: int = 3, exclude_qid: str | None = None, balance: bool = True) -> list[Demo]:
         if n <= 0:
             return []
-        tokens = bm25s.tokenize([question], stopwords="en", stemmer=self._stemmer, show_progress=False)
         k = min(len(self.demos), 4 * n + 4)
-        idx, _ = self._bm25.retrieve(tokens, k=k, show_progress=False)
         norm = question.strip().lower()
         picked: list[Demo] = []
-        for i in idx[0]:
+        for i in self._ranked(question, k):
             d = self.demos[int(i)]
             if d.qid == exclude_qid or d.question.strip().lower() == norm:
                 continue
@@ -106,6 +110,69 @@ class DemoSelector:
 def default_selector() -> DemoSelector:
     """The process-wide selector over train-2061 (built once, ~1 s)."""
     return DemoSelector()
+
+
+class MiniLMDemoSelector(DemoSelector):
+    """``DemoSelector`` ranking the train questions by the cosine of their all-MiniLM-L6-v2
+    sentence embeddings with the question's (Reimers & Gurevych 2019; ``sqa.retriever.minilm``,
+    numpy, no torch), instead of BM25.
+
+    Why: BM25 ranks by shared words, so "Did Aristotle use a laptop?" gets "Can you buy a fair
+    trade laptop?" and the decomposer copies its "What type of product is a laptop?". MiniLM ranks
+    by meaning and brings questions of the same strategy ("Did Al Capone carry a smartphone?":
+    when did he die, when was it invented, compare). Measured on dev questions' gold decompositions
+    (SARI): see ``bench/results/decomposition_demos.json``.
+
+    ``encode``: ``texts -> (n, d)`` L2-normalised array (default ``sqa.retriever.minilm.default_encoder()``).
+    ``cache_dir``: where the train questions' embeddings are kept (``demo-embeddings-<sha>.npy``,
+    keyed by the questions' text; about 3 MB), so they are computed once (about 10-20 s on 2
+    cores). Raises SqaError when the MiniLM weights are not installed."""
+
+    def __init__(self, questions: Sequence[Question] | None = None, max_steps: int = 4, encode=None,
+                 cache_dir=None):
+        super().__init__(questions, max_steps)
+        if encode is None:
+            from sqa.retriever.minilm import default_encoder
+
+            encode = default_encoder()
+        self._encode = encode
+        self._emb = self._embeddings(cache_dir)
+
+    def _embeddings(self, cache_dir):
+        import hashlib
+
+        import numpy as np
+
+        texts = [d.question for d in self.demos]
+        key = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:16]
+        path = None
+        if cache_dir is not None:
+            from pathlib import Path
+
+            path = Path(cache_dir) / f"demo-embeddings-minilm-{key}.npy"
+            if path.exists():
+                try:
+                    emb = np.load(path)
+                    if emb.shape[0] == len(texts):
+                        return emb
+                except (OSError, ValueError):
+                    pass  # a torn cache file is recomputed and rewritten
+        emb = np.asarray(self._encode(texts), dtype=np.float32)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp.npy")
+                np.save(tmp, emb)
+                tmp.replace(path)
+            except OSError:
+                pass  # no cache: computed again next time
+        return emb
+
+    def _ranked(self, question: str, k: int) -> list[int]:
+        import numpy as np
+
+        q = np.asarray(self._encode([question]), dtype=np.float32)[0]
+        return [int(i) for i in np.argsort(-(self._emb @ q), kind="stable")[:k]]
 
 
 def yes_no(b: bool) -> str:
