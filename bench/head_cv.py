@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--specs", default="plain,plain+f3,plain+f5",
                     help="comma list of candidate names, or (when any has a '/') a ';' list of "
                          "STATES/LOG_ODDS[/r] sets; see spec()")
+    ap.add_argument("--versus", default=None, metavar="DIR:SPEC",
+                    help="also compare every set, paired on the same questions and folds, with SPEC on the "
+                         "features in DIR (e.g. bench/results/features/top3:plain+f5: another fact selection)")
     ap.add_argument("--name", default=None, help="entry name in --out (default: features dir name + n)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "head_cv.json")
     a = ap.parse_args(argv)
@@ -106,9 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     demos = demo_qids()
     order = [q.qid for q in load_questions("train-2061") if q.qid not in demos][: a.limit]
     recs = {r["qid"]: r for r in load_records(a.features)}
+    other = None
+    if a.versus:
+        vdir, vspec = a.versus.rsplit(":", 1)
+        other = {r["qid"]: r for r in load_records(Path(vdir))}
     qids = []
     for q in order:  # the first N in order, stopping at the first missing one
-        if q not in recs:
+        if q not in recs or (other is not None and q not in other):
             break
         qids.append(q)
     t0 = time.perf_counter()
@@ -121,11 +128,26 @@ def main(argv: list[str] | None = None) -> int:
     y = ds.y.astype(bool)
     plain = next(r for r in rows if r["spec"]["states"] == ["plain"])
     base = (np.asarray(plain["oof"]) >= 0.5) == y
+    versus = None
+    if other is not None:
+        ods = Dataset.build([other[q] for q in qids], questions_by_id())
+        if "/" in vspec:
+            add_derived(ods.records)
+        assert (ods.y == ds.y).all() and (ods.groups == ds.groups).all()  # same questions, same folds
+        vrow = cross_validate(ods, [spec(vspec)], log=lambda m: print(m, file=sys.stderr))[0]
+        versus = (np.asarray(vrow["oof"]) >= 0.5) == y
+        print(f"versus {vdir} {vrow['name']}: {vrow['accuracy']:.3f} {vrow['interval95']}")
     for r in rows:
         d, lo, hi = paired_difference((np.asarray(r["oof"]) >= 0.5) == y, base)
         r["minus_plain"] = {"difference": round(d, 4), "interval95": [round(lo, 4), round(hi, 4)]}
+        line = f"{r['name']:36s} {r['accuracy']:.3f} {r['interval95']}  minus plain {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        if versus is not None:
+            d, lo, hi = paired_difference((np.asarray(r["oof"]) >= 0.5) == y, versus)
+            r["minus_versus"] = {"versus": a.versus, "versus_accuracy": vrow["accuracy"], "difference": round(d, 4),
+                                 "interval95": [round(lo, 4), round(hi, 4)]}
+            line += f"  minus versus {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
         del r["oof"]
-        print(f"{r['name']:36s} {r['accuracy']:.3f} {r['interval95']}  minus plain {d:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+        print(line)
     meta_path = a.features / "meta.json"
     entry = {"command": " ".join(["python", "bench/head_cv.py", *(argv if argv is not None else sys.argv[1:])]),
              "n": len(qids), "terms": len(set(ds.groups.tolist())), "features_meta":
