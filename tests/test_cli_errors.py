@@ -37,6 +37,7 @@ def test_usage_errors_are_one_line_and_exit_2(args, expect):
 @pytest.mark.parametrize("args, expect", [
     (["train-head", "--sentence-paragraphs", "0"], "--sentence-paragraphs must be between 1 and 10 (got 0)"),
     (["train-head", "--folds", "1"], "--folds must be at least 2 (got 1)"),
+    (["train-head", "--scorer", "tfidf"], "unknown fact scorer 'tfidf'; use bm25 or minilm"),
 ])
 def test_train_head_bad_settings_are_one_line_before_any_model_loads(args, expect):
     assert expect in one_error_line(run_sqa(args, timeout=60))

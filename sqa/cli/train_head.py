@@ -74,6 +74,9 @@ def train_head_command(
         "--sentence-paragraphs", help="Pick the Wikipedia facts from the best N of the 10 retrieved paragraphs "
                                       "(3, as the shipped heads; 10 = all). Recorded in the head, which then "
                                       "reads the same way.")] = 3,
+    scorer: Annotated[str, typer.Option("--scorer", help="How the facts are ranked: bm25 (as the shipped heads) or "
+                                                          "minilm (cosine of all-MiniLM-L6-v2 embeddings). Recorded "
+                                                          "in the head.")] = "bm25",
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:
@@ -93,6 +96,7 @@ def train_head_command(
         raise SqaError(f"--folds must be at least 2 (got {folds})")
     if not 1 <= sentence_paragraphs <= 10:
         raise SqaError(f"--sentence-paragraphs must be between 1 and 10 (got {sentence_paragraphs})")
+    FactSettings(scorer=scorer)  # an unknown --scorer is named before the model loads
     try:
         import sklearn  # noqa: F401
     except ImportError:
@@ -107,7 +111,7 @@ def train_head_command(
         info = _index_info(idx, backend)
         lm = load_model(model)
         sha = model_sha256(lm)
-    settings = FactSettings(sentence_paragraphs=sentence_paragraphs)
+    settings = FactSettings(sentence_paragraphs=sentence_paragraphs, scorer=scorer)
     feat_dir = features or sqa_home() / "features" / safe
     check_meta(feat_dir, features_meta(safe, sha, settings, info))
     demos = demo_qids()
