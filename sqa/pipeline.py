@@ -136,7 +136,10 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
                 head, _ = load_head(name, preset.retrieval, preset.oracle)
             lm = load_model(model) if isinstance(model, str) else model
             head.check_model(Path(name).name, model_sha256(lm))
-            reader = FactsReasoner(lm, head, ret, k=k, oracle=preset.oracle, backend=be, features_cache=features_cache)
+            from sqa.paths import sqa_home
+
+            reader = FactsReasoner(lm, head, ret, k=k, oracle=preset.oracle, backend=be, features_cache=features_cache,
+                                   prefix_cache=sqa_home() / "cache")
         else:
             from sqa.reasoner.prompts import DemoSelector
             from sqa.reasoner.reasoner import Reasoner

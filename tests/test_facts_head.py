@@ -352,3 +352,30 @@ def test_numpy_minilm_matches_sentence_transformers_and_needs_no_torch(gold_inde
     assert r.returncode == 0, r.stderr[-2000:]
     with pytest.raises(SqaError, match="unknown fact scorer"):
         FactSettings(scorer="tfidf")
+
+
+def test_fixed_prompt_heads_are_kept_between_processes_and_read_the_same(tmp_path):
+    """The KV cache of the facts reader's two fixed heads is saved once and loaded by the next
+    model (another ``sqa ask``): same read-outs, and the heads' tokens are not read again."""
+    from sqa.reasoner.factreader import facts_head, facts_prompts, plain_head, plain_prompt
+    from sqa.reasoner.models import load_model
+
+    q = "Did Aristotle use a laptop?"
+    prompts = [plain_prompt(q)] + facts_prompts(q, ["Aristotle died in 322 BC.", "Laptops appeared in 1980."])
+    cold = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
+    assert cold.warm_prefixes([plain_head(), facts_head()], tmp_path) == ["read", "read"]
+    first = cold.hidden_states(prompts)
+    assert len(list(tmp_path.glob("prefix-*.kv"))) == 2
+    warm = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
+    assert warm.warm_prefixes([plain_head(), facts_head()], tmp_path) == ["loaded", "loaded"]
+    assert warm.stats["prompt_tokens"] == 0
+    second = warm.hidden_states(prompts)
+    heads = len(warm.tokenize(plain_head())) + len(warm.tokenize(facts_head()))
+    assert warm.stats["cached_tokens"] >= heads  # the heads came from the files, not read again
+    for (h1, lo1), (h2, lo2) in zip(first, second):
+        assert lo2 == pytest.approx(lo1, abs=1e-3)
+        assert float(np.dot(h1, h2) / np.linalg.norm(h1) / np.linalg.norm(h2)) > 0.9999
+    for f in tmp_path.glob("prefix-*.kv"):  # a damaged file is read anew, never an error
+        f.write_bytes(b"not a llama.cpp state file")
+    again = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
+    assert again.warm_prefixes([plain_head(), facts_head()], tmp_path) == ["read", "read"]

@@ -41,6 +41,8 @@ class FactsReasoner:
       labelled questions.
     - ``features_cache``: a features file written by ``sqa train-head`` / ``sqa.features.extract``
       with the same model, prompt and fact settings; questions found there are not read again.
+    - ``prefix_cache``: a directory where the model (if it has ``warm_prefixes``: llama.cpp) keeps
+      the KV cache of the two fixed prompt heads between processes (``sqa ask``, ``sqa eval``).
     Raises SqaError when the head needs facts but retrieval is off, or for an unknown oracle.
     """
 
@@ -48,7 +50,7 @@ class FactsReasoner:
 
     def __init__(self, model: LanguageModel, head: AnswerHead, retriever=None, *, k: int = 10,
                  settings: FactSettings | None = None, oracle: str | None = None, backend=None,
-                 features_cache: str | Path | None = None):
+                 features_cache: str | Path | None = None, prefix_cache: str | Path | None = None):
         if oracle is not None and oracle not in ORACLES:
             raise SqaError(f"unknown oracle {oracle!r}; use {' or '.join(ORACLES)}")
         if head.spec.uses_facts and retriever is None and oracle is None:
@@ -64,6 +66,11 @@ class FactsReasoner:
         self.selector = FactSelector(retriever if head.spec.uses_facts or oracle else None, self.settings,
                                      oracle="facts" if oracle == "facts" else None)
         self._cache = read_done(Path(features_cache)) if features_cache else {}
+        warm = getattr(model, "warm_prefixes", None)
+        if prefix_cache is not None and warm is not None:
+            from sqa.reasoner.factreader import facts_head, plain_head
+
+            warm([plain_head()] + ([facts_head()] if head.spec.uses_facts or oracle else []), prefix_cache)
 
     def _select(self, q: Question):
         if self.oracle == "paragraphs":

@@ -242,6 +242,61 @@ class LlamaCppModel:
             out.append((h, _yes_log_odds(self._last_logits(), self._yes_ids, self._no_ids)))
         return out
 
+    def warm_prefixes(self, texts: Sequence[str], cache_dir: str | Path) -> list[str]:
+        """Put each of ``texts`` (fixed prompt heads that many later prompts start with, at most one
+        per slot) into slot 0, 1, ... : its KV cache is loaded from ``cache_dir`` when an earlier
+        process saved it there (llama.cpp's ``llama_state_seq_set_data``), else the text is read
+        and its KV cache saved (``llama_state_seq_get_data``, with the tokens, as a ``.npz``).
+        Returns "loaded" or "read" per text placed.
+
+        Why: one ``sqa ask`` command is one first question, and reading the facts reader's two
+        fixed heads (6 demonstrations each) is most of it (17.3 s of the first question against
+        4.8 s for the next ones in bench/results/ask.json). The file name is the sha256 of the
+        model file's name, size and mtime, the context size and the tokens, so a changed model or
+        head is read anew. A cache file that cannot be read or written is ignored (read anew)."""
+        import hashlib
+
+        cache_dir = Path(cache_dir)
+        st = self.path.stat()
+        ident = f"{self.path.name}|{st.st_size}|{st.st_mtime_ns}|{self.n_ctx}|"
+        done = []
+        for slot, text in enumerate(list(texts)[: len(self._slots)]):
+            tokens = self.tokenize(text)
+            key = hashlib.sha256((ident + ",".join(map(str, tokens))).encode()).hexdigest()[:24]
+            f = cache_dir / f"prefix-{key}.kv"
+            self.ctx.memory_seq_rm(slot, 0, -1)
+            self._slots[slot].clear()
+            self._clock += 1
+            self._used[slot] = self._clock
+            if f.is_file():
+                try:
+                    with np.load(f, allow_pickle=False) as z:
+                        if z["tokens"].tolist() != tokens:
+                            raise ValueError("other tokens")
+                        self.ctx.set_state_seq_data(z["state"].tobytes(), slot)
+                    self._slots[slot].extend(tokens)
+                    done.append("loaded")
+                    continue
+                except (OSError, ValueError, KeyError, RuntimeError, EOFError):
+                    self.ctx.memory_seq_rm(slot, 0, -1)
+            self._ensure_room(len(tokens), keep=slot)
+            self._decode(tokens, 0, slot)
+            self._slots[slot].extend(tokens)
+            self.stats["prompt_tokens"] += len(tokens)
+            try:
+                # the sequence's state as bytes (cyllama 0.2.18's save_state_seq_file overflows on
+                # token IDs above 255), with its tokens beside it
+                state = np.frombuffer(self.ctx.get_state_seq_data(slot), dtype=np.uint8)
+                cache_dir.mkdir(parents=True, exist_ok=True)
+                tmp = f.with_name(f.name + ".tmp")
+                with open(tmp, "wb") as out:
+                    np.savez(out, tokens=np.asarray(tokens, dtype=np.int64), state=state)
+                tmp.replace(f)
+            except (OSError, ValueError, RuntimeError):
+                pass  # no cache: read again next time
+            done.append("read")
+        return done
+
     def reset_cache(self) -> None:
         """Drop every cached prefix (e.g. before timing a cold run)."""
         for s, c in enumerate(self._slots):
