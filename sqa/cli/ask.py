@@ -45,7 +45,7 @@ def ask_command(
     reader: Annotated[Optional[str], typer.Option("--reader", help="facts (default: selected facts + trained answer head) "
                                                   "or steps (preset steps).", show_default=False)] = None,
     steps: Annotated[bool, typer.Option("--steps/--no-steps", help="With --reader facts: also write the decomposition "
-                                                                   "(shown, not used for the answer; +5-10 s on CPU).")] = False,
+                                                                   "(shown, not used for the answer) with each step's best sentence; +12-17 s on 2 cores.")] = False,
     head: Annotated[Optional[Path], typer.Option("--head", help="Answer head file (default: trained for --model).",
                                                  show_default=False)] = None,
     index_dir: IndexDirOpt = None,
