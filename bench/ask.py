@@ -5,10 +5,12 @@ llama.cpp speeds behind it; writes bench/results/ask.json (merging into what is 
     python bench/ask.py --index-dir INDEX_DIR -n 10 --side-by-side   # facts, then preset steps, one run
     python bench/ask.py --index-dir INDEX_DIR -n 10 --preset steps
     python bench/ask.py --speed-only            # just the tokens/s microbenchmark
+    python bench/ask.py --index-dir INDEX_DIR --one-command 3 [--steps]   # separate `sqa ask` commands
 
-Per question: wall seconds of the reader's ``answer_batch([q])`` after the model is loaded (the first
-question pays for reading the static prompt head; later ones reuse it from the KV cache, as an
-interactive session or the batch runner does), its phase timings, and the prompt / cached /
+Per question: wall seconds of the reader's ``answer_batch([q])`` after the model is loaded (before
+session 11 the first question paid for reading the static prompt heads, later ones reused them from
+the KV cache; the facts reader now places them when it is built, from ``$SQA_HOME/cache`` when an
+earlier process saved them, so ``--one-command`` is the measure of what one ``sqa ask`` costs), its phase timings, and the prompt / cached /
 generated token counts. Accuracy on these few questions is reported only as a sanity check (the
 full dev evaluation runs through ``sqa eval``).
 """
@@ -86,6 +88,35 @@ def run(reasoner, questions, mode: str, label: str) -> dict:
     }
 
 
+def one_command(args, results: dict, out_path: Path) -> int:
+    """``--one-command N``: what a user waits for one ``sqa ask`` (each command is a new process,
+    so a first question). Records each command's wall seconds and whether the facts reader's prompt
+    heads were already saved in ``$SQA_HOME/cache`` (``LlamaCppModel.warm_prefixes``)."""
+    import subprocess
+
+    from sqa.paths import default_index_dir, sqa_home
+
+    idx = args.index_dir or str(default_index_dir())
+    argv = [sys.executable, "-c", "import sys; from sqa.cli import main; sys.exit(main())", "ask", args.question,
+            "--model", args.model, "--index-dir", idx] + (["--steps"] if args.steps else [])
+    rows = []
+    for _ in range(args.one_command):
+        cached = len(list((sqa_home() / "cache").glob("prefix-*.kv")))
+        load = round(os.getloadavg()[0], 2)
+        t = time.perf_counter()
+        r = subprocess.run(argv, capture_output=True, text=True)
+        rows.append({"wall_seconds": round(time.perf_counter() - t, 2), "exit": r.returncode,
+                     "prefix_cache_files_before": cached, "loadavg_1min_before": load})
+        print(rows[-1], flush=True)
+    key = "one command" + (" --steps" if args.steps else "")
+    results.setdefault(args.model, {})[key] = {
+        "question": args.question, "runs": rows,
+        "command": "python " + " ".join(sys.argv).replace(idx, "INDEX_DIR"),
+        "note": "wall clock of separate `sqa ask` processes one after another; 2 cores shared with other jobs"}
+    out_path.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
@@ -100,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", default="predicted", choices=["predicted", "gold", "question"],
                     help="decomposition of the steps reader")
     ap.add_argument("--speed-only", action="store_true")
+    ap.add_argument("--one-command", type=int, default=0, metavar="N",
+                    help="instead: time N separate `sqa ask QUESTION` commands (wall clock: Python start, model "
+                         "load, reading, printing), each noting whether the prompt heads' KV cache existed")
+    ap.add_argument("--question", default="Did Aristotle use a laptop?")
+    ap.add_argument("--steps", action="store_true", help="with --one-command: sqa ask --steps")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     args.preset = args.preset or args.reader or "facts"
@@ -112,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
 
     out_path = Path(args.out)
     results = json.loads(out_path.read_text()) if out_path.exists() else {}
+    if args.one_command:
+        return one_command(args, results, out_path)
     t = time.perf_counter()
     model = load_model(args.model)
     load_s = time.perf_counter() - t
