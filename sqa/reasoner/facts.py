@@ -81,22 +81,28 @@ class _BM25:
 def rank_sentences(query: str, hits: Sequence[Hit], n: int, max_words: int = 40, encode=None) -> list[Fact]:
     """The ``n`` sentences of ``hits``' paragraphs with the highest BM25 score for ``query`` (the
     candidate sentences form the BM25 collection), as "Title: sentence" facts; duplicates dropped.
-    With ``encode`` (``texts -> (n, d)`` L2-normalised, e.g. ``sqa.retriever.steps.load_minilm``)
+    With ``encode`` (``texts -> (n, d)`` L2-normalised, e.g. ``sqa.retriever.minilm.default_encoder()``)
     they are ranked by the cosine with ``query`` instead (``Fact.score`` = the cosine)."""
-    cands: list[tuple[str, str]] = []
+    cands = _sentence_candidates(hits, max_words)
+    if not cands or n <= 0:
+        return []
+    texts = [c.text for c in cands]
+    ranked = _BM25(texts).rank(query, n) if encode is None else _cosine_rank(encode, query, texts, n)
+    return [Fact(cands[i].text, "wikipedia", cands[i].ref, s) for i, s in ranked]
+
+
+def _sentence_candidates(hits: Sequence[Hit], max_words: int) -> list[Fact]:
+    """The sentences of ``hits``' paragraphs as "Title: sentence" facts (score 0), cut to
+    ``max_words``, at least 4 words, case-insensitive duplicates dropped, in hit order."""
+    cands: list[Fact] = []
     seen = set()
     for h in hits:
         for s in split_sentences(h.paragraph.text):
             text = f"{h.paragraph.title.strip()}: {clip_words(s, max_words)}"
-            key = text.lower()
-            if key not in seen and len(s.split()) >= 4:
-                seen.add(key)
-                cands.append((text, h.evidence_id))
-    if not cands or n <= 0:
-        return []
-    ranked = _BM25([c[0] for c in cands]).rank(query, n) if encode is None else \
-        _cosine_rank(encode, query, [c[0] for c in cands], n)
-    return [Fact(cands[i][0], "wikipedia", cands[i][1], s) for i, s in ranked]
+            if text.lower() not in seen and len(s.split()) >= 4:
+                seen.add(text.lower())
+                cands.append(Fact(text, "wikipedia", h.evidence_id, 0.0))
+    return cands
 
 
 def _cosine_rank(encode, query: str, texts: Sequence[str], n: int) -> list[tuple[int, float]]:
@@ -209,14 +215,8 @@ def step_evidence(step: str, retriever, annotated: AnnotatedFacts | None = None,
     train = annotated.select(step, 10 if encode is not None else n, exclude_text=question) if annotated else []
     if encode is None:
         return train + rank_sentences(step, hits, n, max_words)
-    cands: list[Fact] = []
-    seen = set()
-    for h in hits:
-        for s in split_sentences(h.paragraph.text):
-            text = f"{h.paragraph.title.strip()}: {clip_words(s, max_words)}"
-            if text.lower() not in seen and len(s.split()) >= 4:
-                seen.add(text.lower())
-                cands.append(Fact(text, "wikipedia", h.evidence_id, 0.0))
+    cands = _sentence_candidates(hits, max_words)
+    seen = {c.text.lower() for c in cands}
     cands += [f for f in train if f.text.lower() not in seen]
     if not cands:
         return []
