@@ -331,22 +331,23 @@ def test_step_evidence_states_the_step_and_never_shows_the_questions_own_facts(g
 def test_numpy_minilm_matches_sentence_transformers_and_needs_no_torch(gold_index):
     """The torch-free all-MiniLM-L6-v2 (sqa/retriever/minilm.py) gives sentence-transformers' embeddings
     (which need torch: the rerank extra) on real questions and paragraph sentences, and the facts
-    path with the MiniLM scorer never imports torch."""
+    path with the MiniLM scorer and the CPU reranker's encoder (``load_minilm``) never import torch."""
     import subprocess
     import sys
 
     from sqa.retriever.minilm import default_encoder
-    from sqa.retriever.steps import load_minilm
+    from sqa.retriever.steps import sentence_transformers_minilm
 
     texts = [q.question for q in load_questions("dev")[:20]]
     texts += [p.text[:400] for p in gold_index.get(["Aristotle-1", "Laptop-1", "Llama-23"]) if p] + ["x", ""]
-    ours, theirs = default_encoder()(texts), load_minilm()(texts)
+    ours, theirs = default_encoder()(texts), sentence_transformers_minilm("cpu")(texts)
     assert ours.shape == theirs.shape == (len(texts), 384)
     assert np.all(np.sum(ours * theirs, axis=1) > 0.9999)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     code = ("import sys; from sqa.features import FactSelector, FactSettings; "
             "from sqa.retriever.minilm import default_encoder; "
             "FactSelector(object(), FactSettings(scorer='minilm')); default_encoder()(['Is the sun a star?']); "
+            "from sqa.retriever.steps import load_minilm; load_minilm()(['x']); load_minilm('cpu')(['y']); "
             "assert 'torch' not in sys.modules, 'torch was imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]

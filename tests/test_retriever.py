@@ -132,8 +132,7 @@ def test_eval_retrieval_on_gold_index(gold_index, tmp_path):
 
 
 def test_minilm_rerank_reorders_candidates(gold_index):
-    """Opt-in reranking (imports torch): same candidates, reordered by embedding similarity."""
-    pytest.importorskip("sentence_transformers")
+    """Opt-in reranking (numpy MiniLM on CPU, no torch): same candidates, reordered by embedding similarity."""
     step = Step("What is the population of Albany, Georgia?")
     plain = StepRetriever(gold_index, candidates=8).retrieve_step(step, [], k=8)
     reranked = StepRetriever(gold_index, candidates=8, rerank=True, rerank_alpha=1.0, rerank_depth=8).retrieve_step(step, [], k=8)

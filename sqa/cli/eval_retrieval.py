@@ -78,7 +78,7 @@ def eval_retrieval_command(
     decomposition: Annotated[str, typer.Option("--decomposition", help=DECOMPOSITION_HELP)] = "question",
     out: Annotated[Optional[Path], typer.Option("--out", help="JSON output (default sqa-eval/retrieval-SPLIT-DECOMPOSITION.json).",
                                                 show_default=False)] = None,
-    rerank: Annotated[bool, typer.Option("--rerank", help="Rerank ours with all-MiniLM-L6-v2 embeddings (opt-in: loads torch; slow on CPU).")] = False,
+    rerank: Annotated[bool, typer.Option("--rerank", help="Rerank ours with all-MiniLM-L6-v2 embeddings (opt-in; numpy on CPU, no torch).")] = False,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:

