@@ -1,0 +1,134 @@
+"""Answer-head features with facts found per decomposition step (the issue-14 rung "facts that state
+what each step needs"), resumable, for a paired comparison with the shipped question-level facts.
+
+    python bench/step_facts_extract.py --index-dir INDEX_DIR --base bench/results/features/top3 \
+        --out runs/head_steps --split train-2061 --limit 600
+
+For each question of ``--base``'s file, in its order (so the first N are the same questions):
+
+1. the decomposer writes the steps (the 1.5B model, 3 MiniLM-nearest train-2061 demonstrations,
+   never the question itself, nearest last: exactly ``sqa ask --steps``);
+2. each step without ``#k`` gets its best sentence (``sqa.reasoner.facts.step_evidence``: MiniLM
+   cosine over the step's top-10 paragraphs' sentences and the 10 best train-2061 annotated facts,
+   never those of the question itself);
+3. the facts shown are those step sentences (in step order, duplicates dropped, at most 4), then the
+   base record's facts (the shipped BM25 selection) until there are 5;
+4. the facts prompt is read after each fact (``read_question``, f1..f5). The plain prompt does not
+   depend on the facts, so its state and log-odds are copied from the base record (same model, same
+   prompt version: checked).
+
+Each output line is a features record (``QuestionFeatures.to_dict``) plus ``steps`` (the
+decomposition) and ``n_step_facts``; ``bench/head_cv.py --features OUT --versus BASE:plain+f5``
+compares the two on the same questions and folds.
+"""
+import argparse
+import json
+import lzma
+import os
+import sys
+import time
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from sqa.features import read_done
+from sqa.paths import sqa_home
+from sqa.pipeline import make_retriever, open_index
+from sqa.reasoner import prompts as P
+from sqa.reasoner.factreader import PROMPT_VERSION, read_question
+from sqa.reasoner.facts import Fact, default_annotated_facts, step_evidence
+from sqa.reasoner.models import load_model
+from sqa.strategyqa import load_questions
+
+MAX_STEP_FACTS = 4
+N_FACTS = 5
+
+
+def base_records(base: Path, split: str) -> list[dict]:
+    parts = sorted(base.glob(f"{split}.part*.jsonl.xz")) or sorted(base.glob(f"{split}.jsonl.xz"))
+    recs = []
+    for p in parts:
+        with lzma.open(p, "rt", encoding="utf-8") as f:
+            recs += [json.loads(line) for line in f if line.strip()]
+    if not recs and (base / f"{split}.jsonl").exists():
+        recs = list(read_done(base / f"{split}.jsonl").values())
+    return recs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--index-dir", required=True)
+    ap.add_argument("--base", type=Path, default=Path("bench/results/features/top3"))
+    ap.add_argument("--out", type=Path, default=Path("runs/head_steps"))
+    ap.add_argument("--split", default="train-2061")
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--limit", type=int, default=600)
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    a = ap.parse_args()
+
+    meta = json.loads((a.base / "meta.json").read_text())
+    if meta.get("prompt") != PROMPT_VERSION:
+        raise SystemExit(f"{a.base}: prompt {meta.get('prompt')} is not {PROMPT_VERSION}; plain states cannot be copied")
+    recs = base_records(a.base, a.split)[a.start:a.limit]
+    questions = {q.qid: q for q in load_questions(a.split)}
+    from sqa.retriever.minilm import default_encoder
+
+    encode = default_encoder()
+    selector = P.MiniLMDemoSelector(encode=encode, cache_dir=sqa_home() / "cache")
+    annotated = default_annotated_facts()
+    retriever = make_retriever(open_index(a.index_dir, "embedded"), "ours")
+    model = load_model(a.model)
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "meta.json").write_text(json.dumps({**meta, "facts": {
+        **meta.get("facts", {}), "order": f"step sentences first (at most {MAX_STEP_FACTS}; step_evidence, MiniLM), "
+                                          f"then the base facts, {N_FACTS} in all",
+        "base": str(a.base), "decomposer": "MiniLM-nearest 3 train-2061 demonstrations, nearest last"}}, indent=1))
+    path = a.out / f"{a.split}.jsonl"
+    done = read_done(path, repair=True)
+    todo = [r for r in recs if r["qid"] not in done]
+    cols = (TextColumn(a.split), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*cols) as prog, open(path, "a", encoding="utf-8") as f:
+        task = prog.add_task(a.split, total=len(todo), rate="")
+        t0 = time.perf_counter()
+        for n, base in enumerate(todo, start=1):
+            q = questions[base["qid"]]
+            t = time.perf_counter()
+            demos = selector.select(q.question, 3, exclude_qid=q.qid, balance=False)[::-1]
+            out = model.generate([P.question_prompt(demos, q.question).extend("Steps:\n1.")], 80, P.DECOMPOSE_STOP)[0]
+            steps = P.parse_steps("1." + out)
+            t_dec = time.perf_counter() - t
+            t = time.perf_counter()
+            facts: list[Fact] = []
+            seen = set()
+            for s in steps:
+                for fct in step_evidence(s, retriever, annotated, question=q.question, k=10, encode=encode):
+                    if fct.ref == q.qid or fct.text.lower() in seen or len(facts) >= MAX_STEP_FACTS:
+                        continue
+                    seen.add(fct.text.lower())
+                    facts.append(fct)
+            n_step = len(facts)
+            for d in base["facts"]:
+                if len(facts) >= N_FACTS:
+                    break
+                if d["text"].lower() not in seen:
+                    seen.add(d["text"].lower())
+                    facts.append(Fact(d["text"], d["source"], d["ref"], d["score"]))
+            t_sel = time.perf_counter() - t
+            qf = read_question(model, q, facts, paragraphs=base["paragraphs"],
+                               paragraph_scores=base["paragraph_scores"], plain=False)
+            rec = qf.to_dict()
+            rec["states"] = {"plain": base["states"]["plain"], **rec["states"]}
+            rec["log_odds"] = {"plain": base["log_odds"]["plain"], **rec["log_odds"]}
+            rec["seconds"] = {**rec["seconds"], "decompose": round(t_dec, 3), "select": round(t_sel, 3)}
+            rec["steps"] = steps
+            rec["n_step_facts"] = n_step
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+            prog.update(task, advance=1, rate=f"{(time.perf_counter() - t0) / n:.1f} s/q")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
