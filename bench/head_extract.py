@@ -30,11 +30,20 @@ def main() -> int:
                          "as the shipped heads and sqa train-head)")
     ap.add_argument("--scorer", default="bm25", choices=["bm25", "minilm"],
                     help="how facts are ranked (FactSettings.scorer): BM25, or MiniLM cosine (the rerank extra)")
+    ap.add_argument("--step-facts", type=int, default=0,
+                    help="at most N step sentences first (FactSettings.step_facts; 0: none, as the shipped heads)")
     ap.add_argument("--plan", nargs="+", default=["train-2061:0:600", "dev", "train-2061:600:1000"])
     a = ap.parse_args()
     sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "ours"),
-                       FactSettings(sentence_paragraphs=a.sentence_paragraphs, scorer=a.scorer))
+                       FactSettings(sentence_paragraphs=a.sentence_paragraphs, scorer=a.scorer,
+                                    step_facts=a.step_facts))
     model = load_model(a.model)
+    decompose = None
+    if sel.needs_steps:
+        from sqa.paths import sqa_home
+        from sqa.reasoner.decomposer import Decomposer
+
+        decompose = Decomposer(model, encode=sel.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache")
     demos = demo_qids()
     for item in a.plan:
         split, *rng = item.split(":")
@@ -55,7 +64,7 @@ def main() -> int:
                 n[0] += 1
                 prog.update(task, advance=1, rate=f"{(time.perf_counter() - t0) / n[0]:.1f} s/q")
 
-            extract(model, sel, qs, path, on_question=tick)
+            extract(model, sel, qs, path, on_question=tick, decompose=decompose)
     return 0
 
 

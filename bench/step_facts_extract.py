@@ -6,13 +6,15 @@ what each step needs"), resumable, for a paired comparison with the shipped ques
 
 For each question of ``--base``'s file, in its order (so the first N are the same questions):
 
-1. the decomposer writes the steps (the 1.5B model, 3 MiniLM-nearest train-2061 demonstrations,
-   never the question itself, nearest last: exactly ``sqa ask --steps``);
-2. each step without ``#k`` gets its best sentence (``sqa.reasoner.facts.step_evidence``: MiniLM
-   cosine over the step's top-10 paragraphs' sentences and the 10 best train-2061 annotated facts,
-   never those of the question itself);
+1. the decomposer writes the steps (``sqa.reasoner.decomposer.Decomposer``: the 1.5B model, 3
+   MiniLM-nearest train-2061 demonstrations, never the question itself, nearest last, as
+   ``sqa ask --steps``);
+2. each step without ``#k`` gets its best sentence (``FactSelector.step_sentences``:
+   ``step_evidence``, MiniLM cosine over the step's top-10 paragraphs' sentences and the 10 best
+   train-2061 annotated facts, never those of the question itself);
 3. the facts shown are those step sentences (in step order, duplicates dropped, at most 4), then the
-   base record's facts (the shipped BM25 selection) until there are 5;
+   base record's facts (the shipped BM25 selection) until there are 5 (``steps_first``): the
+   selection ``FactSettings(sentence_paragraphs=3, step_facts=4)`` makes in the pipeline;
 4. the facts prompt is read after each fact (``read_question``, f1..f5). The plain prompt does not
    depend on the facts, so its state and log-odds are copied from the base record (same model, same
    prompt version: checked).
@@ -31,12 +33,12 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from sqa.features import read_done
+from sqa.features import FactSelector, FactSettings, read_done, steps_first
 from sqa.paths import sqa_home
 from sqa.pipeline import make_retriever, open_index
-from sqa.reasoner import prompts as P
+from sqa.reasoner.decomposer import Decomposer
 from sqa.reasoner.factreader import PROMPT_VERSION, read_question
-from sqa.reasoner.facts import Fact, default_annotated_facts, step_evidence
+from sqa.reasoner.facts import Fact
 from sqa.reasoner.models import load_model
 from sqa.strategyqa import load_questions
 
@@ -71,18 +73,17 @@ def main() -> int:
         raise SystemExit(f"{a.base}: prompt {meta.get('prompt')} is not {PROMPT_VERSION}; plain states cannot be copied")
     recs = base_records(a.base, a.split)[a.start:a.limit]
     questions = {q.qid: q for q in load_questions(a.split)}
-    from sqa.retriever.minilm import default_encoder
-
-    encode = default_encoder()
-    selector = P.MiniLMDemoSelector(encode=encode, cache_dir=sqa_home() / "cache")
-    annotated = default_annotated_facts()
     retriever = make_retriever(open_index(a.index_dir, "embedded"), "ours")
+    selector = FactSelector(retriever, FactSettings(sentence_paragraphs=meta["facts"]["sentence_paragraphs"],
+                                                    step_facts=MAX_STEP_FACTS))
     model = load_model(a.model)
+    decompose = Decomposer(model, encode=selector.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache")
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "meta.json").write_text(json.dumps({**meta, "facts": {
-        **meta.get("facts", {}), "order": f"step sentences first (at most {MAX_STEP_FACTS}; step_evidence, MiniLM), "
-                                          f"then the base facts, {N_FACTS} in all",
-        "base": str(a.base), "decomposer": "MiniLM-nearest 3 train-2061 demonstrations, nearest last"}}, indent=1))
+    (a.out / "meta.json").write_text(json.dumps({**meta, "facts": selector.settings.to_dict(), "made_by": {
+        "script": "bench/step_facts_extract.py", "base": str(a.base),
+        "plain": "state and log-odds copied from the base record (same model and prompt)",
+        "decomposer": "sqa.reasoner.decomposer.Decomposer: MiniLM-nearest 3 train-2061 demonstrations, nearest last"}},
+        indent=1) + "\n")
     path = a.out / f"{a.split}.jsonl"
     done = read_done(path, repair=True)
     todo = [r for r in recs if r["qid"] not in done]
@@ -94,26 +95,12 @@ def main() -> int:
         for n, base in enumerate(todo, start=1):
             q = questions[base["qid"]]
             t = time.perf_counter()
-            demos = selector.select(q.question, 3, exclude_qid=q.qid, balance=False)[::-1]
-            out = model.generate([P.question_prompt(demos, q.question).extend("Steps:\n1.")], 80, P.DECOMPOSE_STOP)[0]
-            steps = P.parse_steps("1." + out)
+            steps = decompose(q.question, q.qid)
             t_dec = time.perf_counter() - t
             t = time.perf_counter()
-            facts: list[Fact] = []
-            seen = set()
-            for s in steps:
-                for fct in step_evidence(s, retriever, annotated, question=q.question, k=10, encode=encode):
-                    if fct.ref == q.qid or fct.text.lower() in seen or len(facts) >= MAX_STEP_FACTS:
-                        continue
-                    seen.add(fct.text.lower())
-                    facts.append(fct)
-            n_step = len(facts)
-            for d in base["facts"]:
-                if len(facts) >= N_FACTS:
-                    break
-                if d["text"].lower() not in seen:
-                    seen.add(d["text"].lower())
-                    facts.append(Fact(d["text"], d["source"], d["ref"], d["score"]))
+            step = selector.step_sentences(q, steps)
+            n_step = len(step)
+            facts = steps_first(step, [Fact(d["text"], d["source"], d["ref"], d["score"]) for d in base["facts"]], N_FACTS)
             t_sel = time.perf_counter() - t
             qf = read_question(model, q, facts, paragraphs=base["paragraphs"],
                                paragraph_scores=base["paragraph_scores"], plain=False)

@@ -36,7 +36,14 @@ class FactSettings:
     paragraph (55 % vs 41 %). The answer head's out-of-fold accuracy did not follow: 0.658 vs
     0.666, paired -0.008 (-0.024 to +0.008), a tie. Only the top-3 features were then extended to
     all 2,055 questions, so the shipped heads (and ``sqa train-head``'s default) read the top 3.
-    Heads record the value they were trained with, and ``from_dict`` restores it."""
+    Heads record the value they were trained with, and ``from_dict`` restores it.
+
+    ``step_facts`` > 0: the reader model first writes the question's decomposition
+    (``sqa.reasoner.decomposer.Decomposer``), each step without ``#k`` contributes its best
+    sentence (``sqa.reasoner.facts.step_evidence``: all-MiniLM-L6-v2 cosine over the step's top-k
+    paragraphs' sentences and the 10 best train-2061 facts, never the question's own), at most
+    ``step_facts`` of them, shown first; the question-level facts above fill the rest, ``wiki +
+    train`` facts in all. Needs the MiniLM weights. Measured: bench/step_facts_extract.py."""
 
     wiki: int = 3
     train: int = 2
@@ -44,18 +51,23 @@ class FactSettings:
     max_words: int = 40
     sentence_paragraphs: int | None = None  # None: all k, stored as k (so "all" has one spelling)
     scorer: str = "bm25"  # how facts are ranked: "bm25", or "minilm" (cosine of all-MiniLM-L6-v2 embeddings)
+    step_facts: int = 0  # at most this many step sentences first (0: none); see the class doc's last paragraph
 
     def __post_init__(self) -> None:
         if self.sentence_paragraphs is None:
             object.__setattr__(self, "sentence_paragraphs", self.k)
         if self.scorer not in SCORERS:
             raise SqaError(f"unknown fact scorer {self.scorer!r}; use {' or '.join(SCORERS)}")
+        if not 0 <= self.step_facts <= self.wiki + self.train:
+            raise SqaError(f"step facts must be from 0 to {self.wiki + self.train} (got {self.step_facts})")
 
     def to_dict(self) -> dict:
         return {"wiki": self.wiki, "train": self.train, "k": self.k, "max_words": self.max_words,
                 "sentence_paragraphs": self.sentence_paragraphs,
                 **({"scorer": self.scorer} if self.scorer != "bm25" else {}),
-                "order": "train/wikipedia interleaved", "prompt": PROMPT_VERSION}
+                **({"step_facts": self.step_facts} if self.step_facts else {}),
+                "order": ("step sentences, then " if self.step_facts else "") + "train/wikipedia interleaved",
+                "prompt": PROMPT_VERSION}
 
     @classmethod
     def from_dict(cls, d: dict, k: int | None = None) -> "FactSettings":
@@ -64,7 +76,8 @@ class FactSettings:
         does one that recorded None."""
         k = d.get("k", 10) if k is None else k
         return cls(wiki=d.get("wiki", 3), train=d.get("train", 2), k=k, max_words=d.get("max_words", 40),
-                   sentence_paragraphs=d.get("sentence_paragraphs"), scorer=d.get("scorer", "bm25"))
+                   sentence_paragraphs=d.get("sentence_paragraphs"), scorer=d.get("scorer", "bm25"),
+                   step_facts=d.get("step_facts", 0))
 
 
 class FactSelector:
@@ -77,10 +90,13 @@ class FactSelector:
         self.settings = settings
         self.retrieval = retriever is not None
         self.encode = None
-        if settings.scorer == "minilm" and retriever is not None and oracle is None:
+        self.step_encode = None  # the MiniLM encoder of the step sentences (settings.step_facts)
+        if (settings.scorer == "minilm" or settings.step_facts) and retriever is not None and oracle is None:
             from sqa.retriever.minilm import default_encoder
 
-            self.encode = default_encoder()
+            enc = default_encoder()
+            self.encode = enc if settings.scorer == "minilm" else None
+            self.step_encode = enc if settings.step_facts else None
         self.wiki = WikipediaFacts(retriever, settings.k, settings.max_words, settings.sentence_paragraphs,
                                    self.encode) if retriever is not None else None
         self._annotated = annotated
@@ -92,8 +108,14 @@ class FactSelector:
             self._annotated = default_annotated_facts()
         return self._annotated
 
-    def select(self, q: Question) -> tuple[list[Fact], list]:
-        """(facts in reading order, the question's top-k hits)."""
+    @property
+    def needs_steps(self) -> bool:
+        """True when ``select`` reads a decomposition (step facts on, retrieval on, no oracle)."""
+        return bool(self.settings.step_facts) and self.wiki is not None and self.oracle is None
+
+    def select(self, q: Question, steps: Sequence[str] = ()) -> tuple[list[Fact], list]:
+        """(facts in reading order, the question's top-k hits). ``steps``: the question's
+        decomposition, read when ``settings.step_facts`` > 0 (see ``FactSettings``)."""
         s = self.settings
         if self.oracle == "facts":
             if not q.facts:
@@ -104,7 +126,39 @@ class FactSelector:
             return [], []
         wiki, hits = self.wiki.select(q.question, s.wiki)
         train = self.annotated.select(q.question, s.train, exclude_qids=[q.qid], encode=self.encode)
-        return interleave(train, wiki), hits
+        facts = interleave(train, wiki)
+        if self.needs_steps:
+            facts = steps_first(self.step_sentences(q, steps), facts, s.wiki + s.train)
+        return facts, hits
+
+    def step_sentences(self, q: Question, steps: Sequence[str]) -> list[Fact]:
+        """The best sentence of each step in ``steps`` (``step_evidence``), in step order,
+        duplicates and the question's own annotated facts left out, at most ``settings.step_facts``."""
+        from sqa.reasoner.facts import step_evidence
+
+        out: list[Fact] = []
+        seen = set()
+        for st in steps:
+            for f in step_evidence(st, self.wiki.retriever, self.annotated, question=q.question, k=self.settings.k,
+                                   encode=self.step_encode, max_words=self.settings.max_words):
+                if f.ref == q.qid or f.text.lower() in seen or len(out) >= self.settings.step_facts:
+                    continue
+                seen.add(f.text.lower())
+                out.append(f)
+        return out
+
+
+def steps_first(step_facts: Sequence[Fact], facts: Sequence[Fact], n: int) -> list[Fact]:
+    """``step_facts``, then ``facts`` not already there (case-insensitive text), ``n`` in all."""
+    out = list(step_facts)[:n]
+    seen = {f.text.lower() for f in out}
+    for f in facts:
+        if len(out) >= n:
+            break
+        if f.text.lower() not in seen:
+            seen.add(f.text.lower())
+            out.append(f)
+    return out
 
 
 def read_done(path: Path, repair: bool = False) -> dict[str, dict]:
@@ -132,9 +186,14 @@ def read_done(path: Path, repair: bool = False) -> dict[str, dict]:
 
 
 def extract(model, selector: FactSelector, questions: Sequence[Question], path: str | Path,
-            on_question: Callable[[QuestionFeatures], None] | None = None) -> dict[str, dict]:
+            on_question: Callable[[QuestionFeatures], None] | None = None,
+            decompose: Callable[[str, str], list[str]] | None = None) -> dict[str, dict]:
     """Extract the features of every question not yet in ``path`` (JSON lines, appended and
-    fsync'd one question at a time). Returns qid -> record for all of ``questions``."""
+    fsync'd one question at a time). Returns qid -> record for all of ``questions``.
+    ``decompose(question, qid) -> steps`` (e.g. ``sqa.reasoner.decomposer.Decomposer(model)``) is
+    required when the selector reads step facts (``FactSelector.needs_steps``); SqaError if missing."""
+    if selector.needs_steps and decompose is None:
+        raise SqaError("these fact settings read step facts: pass a decomposer (sqa.reasoner.decomposer.Decomposer)")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     done = read_done(path, repair=True)
@@ -143,11 +202,17 @@ def extract(model, selector: FactSelector, questions: Sequence[Question], path: 
             if q.qid in done:
                 continue
             t = time.perf_counter()
-            facts, hits = selector.select(q)
+            steps = decompose(q.question, q.qid) if selector.needs_steps else []
+            t_dec = time.perf_counter() - t
+            t = time.perf_counter()
+            facts, hits = selector.select(q, steps)
             t_sel = time.perf_counter() - t
             qf = read_question(model, q, facts, paragraphs=[h.evidence_id for h in hits],
                                paragraph_scores=[float(h.score) for h in hits])
             qf.seconds["select"] = t_sel
+            if selector.needs_steps:
+                qf.steps = list(steps)
+                qf.seconds["decompose"] = t_dec
             rec = qf.to_dict()
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
             f.flush()

@@ -328,6 +328,67 @@ def test_step_evidence_states_the_step_and_never_shows_the_questions_own_facts(g
     assert scores == sorted(scores, reverse=True) and all(-1.0 <= s <= 1.0 for s in scores)  # cosines, best first
 
 
+def test_step_facts_come_first_one_per_step_then_the_question_level_facts(gold_index, train):
+    """``FactSettings.step_facts``: each step's best sentence (never the question's own facts), in
+    step order, then the usual selection, 5 facts in all; off by default and recorded in a head."""
+    from sqa.features import steps_first
+    from sqa.retriever.steps import StepRetriever
+
+    r, ann = StepRetriever(gold_index), AnnotatedFacts(train)
+    lords = next(q for q in train if q.question == "Was Aristotle a member of the House of Lords?")
+    steps = ["When did Aristotle die?", "When was the House of Lords founded?", "Is #2 before #1?"]
+    sel = FactSelector(r, FactSettings(sentence_paragraphs=3, step_facts=4), ann)
+    base = FactSelector(r, FactSettings(sentence_paragraphs=3), ann)
+    assert sel.needs_steps and not base.needs_steps and sel.step_encode is not None
+    step = sel.step_sentences(lords, steps)
+    assert len(step) == 2  # "#k" steps have no evidence of their own
+    assert all(f.ref != lords.qid for f in step)  # "Aristotle died in 322 BC." is its own fact: never shown
+    assert "Aristotle" in step[0].text and "Lords" in step[1].text, step
+    facts, hits = sel.select(lords, steps)
+    plain_facts, plain_hits = base.select(lords, steps)  # steps are ignored without step facts
+    assert [h.evidence_id for h in hits] == [h.evidence_id for h in plain_hits]
+    assert facts[:2] == step and len(facts) == 5 and facts == steps_first(step, plain_facts, 5)
+    assert len({f.text.lower() for f in facts}) == 5 and all(f.ref != lords.qid for f in facts)
+    assert sel.select(lords, [])[0] == plain_facts  # no steps: the question-level facts alone
+    st = FactSettings(sentence_paragraphs=3, step_facts=4)
+    assert st.to_dict()["step_facts"] == 4 and FactSettings.from_dict(st.to_dict()) == st
+    assert "step_facts" not in FactSettings().to_dict()  # the shipped heads' provenance is unchanged
+    with pytest.raises(SqaError, match="pass a decomposer"):
+        extract(object(), sel, [lords], "unused.jsonl")
+    with pytest.raises(SqaError, match="step facts must be from 0 to 5"):
+        FactSettings(step_facts=6)
+
+
+@pytest.mark.slow
+def test_a_head_on_step_facts_has_the_model_decompose_first_and_shows_the_steps(tmp_path, gold_index, train):
+    """Features and answers with ``step_facts``: the model writes the steps, their sentences are the
+    first facts, the record keeps the steps, and the facts reasoner does the same for a head
+    trained that way (same steps, same facts, same read-outs)."""
+    from sqa.reasoner.decomposer import Decomposer
+    from sqa.reasoner.facts_reasoner import FactsReasoner
+    from sqa.reasoner.models import load_model
+    from sqa.retriever.steps import StepRetriever
+
+    m = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
+    settings = FactSettings(wiki=1, train=1, step_facts=2)
+    sel = FactSelector(StepRetriever(gold_index), settings, AnnotatedFacts(train))
+    dec = Decomposer(m, encode=sel.step_encode, require_minilm=True, cache_dir=tmp_path)
+    qs = load_questions("dev")[:1]
+    rec = extract(m, sel, qs, tmp_path / "f.jsonl", decompose=dec)[qs[0].qid]
+    assert rec["steps"] and rec["steps"] == read_done(tmp_path / "f.jsonl")[qs[0].qid]["steps"]
+    step = [f.to_dict() for f in sel.step_sentences(qs[0], rec["steps"])]
+    assert step and rec["facts"][: len(step)] == step and len(rec["facts"]) == 2
+    head = AnswerHead(FeatureSpec(("plain", "f2"), ("plain", "f2")), np.zeros(2 * 896 + 2, dtype=np.float32), 0.0,
+                      "qwen2.5-coder-0.5b", None, {"facts": settings.to_dict()})
+    head.coef[-1] = 1.0  # P(yes) = sigmoid(the model's own log-odds after 2 facts)
+    res = FactsReasoner(m, head, StepRetriever(gold_index), prefix_cache=tmp_path).answer_batch(qs)[0]
+    assert [s.question for s in res.steps] == rec["steps"] and res.facts == rec["facts"]
+    # the same prompts, read along another KV-cache path (the heads loaded vs read after the
+    # decomposer's prompt) move the float sums a little: 0.018 in log-odds seen on this question
+    assert np.log(res.p_yes / (1 - res.p_yes)) == pytest.approx(rec["log_odds"]["f2"], abs=0.06)
+    assert res.timings["decompose"] > 0
+
+
 def test_numpy_minilm_matches_sentence_transformers_and_needs_no_torch(gold_index):
     """The torch-free all-MiniLM-L6-v2 (sqa/retriever/minilm.py) gives sentence-transformers' embeddings
     (which need torch: the rerank extra) on real questions and paragraph sentences, and the facts

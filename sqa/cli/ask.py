@@ -117,7 +117,7 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
         result = reasoner.answer_batch([Question(qid="", question=question)], decomposition="question")[0]
     step_facts: list[list] = []
     demos_by = ""
-    if steps:
+    if steps and not result.steps:  # a head that reads step facts has written them already
         t_steps = time.perf_counter()
         step_facts, demos_by = _show_steps(question, reasoner, result, k, err)
         result.timings["steps"] = round(time.perf_counter() - t_steps, 3)
@@ -131,8 +131,10 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
         return
     tree = Tree(f"[bold]{escape(result.question)}[/bold]")
     if result.steps:
-        node = tree.add(f"[cyan]steps[/cyan] [dim](decomposition and each step's best sentence, shown only: the answer "
-                        f"reads the facts below; demonstrations picked by {demos_by})[/dim]")
+        why = (f"decomposition and each step's best sentence, shown only: the answer reads the facts below; "
+               f"demonstrations picked by {demos_by}") if demos_by else \
+            "decomposition; each step's best sentence is among the facts below, which the answer reads"
+        node = tree.add(f"[cyan]steps[/cyan] [dim]({why})[/dim]")
         for s, facts in zip(result.steps, step_facts or [[]] * len(result.steps)):
             sn = node.add(f"[cyan]{s.index}.[/cyan] {escape(s.question)}")
             for f in facts:
@@ -158,36 +160,26 @@ def _show_steps(question: str, reasoner, result, k: int, err: Console) -> tuple[
     find each step's best sentence (``sqa.reasoner.facts.step_evidence``); returns the per-step
     facts and how the demonstrations were picked. Shown only: the answer does not read them.
 
-    The decomposer sees the 3 train-2061 questions nearest in meaning (all-MiniLM-L6-v2,
-    ``sqa.retriever.minilm``), whatever their answers, the nearest last (next to the question);
-    without the MiniLM weights, the 3 nearest by BM25 (``bench/results/decomposition_demos.json``: SARI against dev's
+    The decomposer (``sqa.reasoner.decomposer.Decomposer``) sees the 3 train-2061 questions nearest
+    in meaning (all-MiniLM-L6-v2), whatever their answers, the nearest last; without the MiniLM
+    weights, the 3 nearest by BM25 (``bench/results/decomposition_demos.json``: SARI against dev's
     gold decompositions for both)."""
     from sqa.paths import sqa_home
-    from sqa.reasoner import prompts as P
+    from sqa.reasoner.decomposer import Decomposer
     from sqa.reasoner.facts import default_annotated_facts, step_evidence
     from sqa.reasoner.trace import StepTrace
-    from sqa.types import SqaError
 
-    encode = None
-    try:
-        with err.status("loading MiniLM (demonstrations and step evidence)…", spinner="dots"):
-            from sqa.retriever.minilm import default_encoder
-
-            encode = default_encoder()
-            selector = P.MiniLMDemoSelector(encode=encode, cache_dir=sqa_home() / "cache")
-        demos = selector.select(question, 3, balance=False)[::-1]
-        demos_by = "MiniLM"
-    except SqaError as e:
-        err.print(f"[dim]note: demonstrations and step evidence by BM25 ({escape(str(e))})[/dim]")
-        demos = P.default_selector().select(question, 3, balance=False)
-        demos_by = "BM25"
+    with err.status("loading MiniLM (demonstrations and step evidence)…", spinner="dots"):
+        dec = Decomposer(reasoner.model, cache_dir=sqa_home() / "cache")
+    if dec.note:
+        err.print(f"[dim]note: demonstrations and step evidence by BM25 ({escape(dec.note)})[/dim]")
+    encode = dec.encode
     with err.status("decomposing…", spinner="dots"):
-        out = reasoner.model.generate([P.question_prompt(demos, question).extend("Steps:\n1.")], 80, P.DECOMPOSE_STOP)[0]
-        result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(P.parse_steps("1." + out), start=1)]
+        result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(dec(question), start=1)]
         facts: list[list] = []
         for s in result.steps:
             fs = step_evidence(s.question, reasoner.retriever, default_annotated_facts(), question=question, k=k,
                                encode=encode) if reasoner.retriever is not None else []
             s.evidence = [f.ref for f in fs if f.source == "wikipedia"]
             facts.append(fs)
-    return facts, demos_by
+    return facts, dec.demos_by

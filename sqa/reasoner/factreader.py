@@ -131,6 +131,7 @@ class QuestionFeatures:
     log_odds: dict[str, float] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     label: bool | None = None
+    steps: list[str] = field(default_factory=list)  # the decomposition the step facts came from (if any)
 
     def to_dict(self) -> dict:
         return {"qid": self.qid, "question": self.question, "label": self.label,
@@ -138,7 +139,8 @@ class QuestionFeatures:
                 "paragraph_scores": [round(s, 4) for s in self.paragraph_scores],
                 "log_odds": {k: round(v, 5) for k, v in self.log_odds.items()},
                 "states": {k: encode_state(v) for k, v in self.states.items()},
-                "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
+                "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+                **({"steps": list(self.steps)} if self.steps else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "QuestionFeatures":
@@ -146,7 +148,8 @@ class QuestionFeatures:
                    facts=[Fact(f["text"], f["source"], f["ref"], f["score"]) for f in d.get("facts", [])],
                    paragraphs=list(d.get("paragraphs", [])), paragraph_scores=list(d.get("paragraph_scores", [])),
                    states={k: decode_state(v) for k, v in d.get("states", {}).items()},
-                   log_odds=dict(d.get("log_odds", {})), seconds=dict(d.get("seconds", {})))
+                   log_odds=dict(d.get("log_odds", {})), seconds=dict(d.get("seconds", {})),
+                   steps=list(d.get("steps", [])))
 
 
 def encode_state(v: np.ndarray) -> str:

@@ -65,6 +65,12 @@ class FactsReasoner:
         self.backend = backend
         self.selector = FactSelector(retriever if head.spec.uses_facts or oracle else None, self.settings,
                                      oracle="facts" if oracle == "facts" else None)
+        self.decomposer = None
+        if self.selector.needs_steps:  # a head trained on step facts: the model writes the steps first
+            from sqa.reasoner.decomposer import Decomposer
+
+            self.decomposer = Decomposer(model, encode=self.selector.step_encode, require_minilm=True,
+                                         cache_dir=prefix_cache)
         self._cache = read_done(Path(features_cache)) if features_cache else {}
         warm = getattr(model, "warm_prefixes", None)
         if prefix_cache is not None and warm is not None:
@@ -72,10 +78,10 @@ class FactsReasoner:
 
             warm([plain_head()] + ([facts_head()] if head.spec.uses_facts or oracle else []), prefix_cache)
 
-    def _select(self, q: Question):
+    def _select(self, q: Question, steps: Sequence[str] = ()):
         if self.oracle == "paragraphs":
             return self._paragraph_oracle(q)
-        return self.selector.select(q)
+        return self.selector.select(q, steps)
 
     def _paragraph_oracle(self, q: Question):
         from sqa.reasoner.facts import rank_sentences
@@ -102,13 +108,19 @@ class FactsReasoner:
             qf.seconds = {"cached": 1.0, **qf.seconds}
             return qf
         t = time.perf_counter()
-        facts, hits = self._select(q) if (self.head.spec.uses_facts or self.oracle) else ([], [])
+        steps = self.decomposer(q.question, q.qid or None) if self.decomposer is not None else []
+        t_dec = time.perf_counter() - t
+        t = time.perf_counter()
+        facts, hits = self._select(q, steps) if (self.head.spec.uses_facts or self.oracle) else ([], [])
         if self.retriever is not None and not hits and not self.head.spec.uses_facts:
             hits = self.retriever.retrieve(q.question, [], self.k)
         t_sel = time.perf_counter() - t
         qf = read_question(self.model, q, facts, paragraphs=[h.evidence_id for h in hits],
                            paragraph_scores=[float(h.score) for h in hits])
         qf.seconds["select"] = t_sel
+        if self.decomposer is not None:
+            qf.steps = steps
+            qf.seconds["decompose"] = t_dec
         return qf
 
     def answer_features(self, q: Question, qf: QuestionFeatures) -> ReasoningResult:
@@ -119,11 +131,16 @@ class FactsReasoner:
         if last and last in qf.log_odds and (self.head.spec.uses_facts or self.oracle):
             signals["facts"] = _sigmoid(qf.log_odds[last])
         timings = {"retrieve": round(qf.seconds.get("select", 0.0), 4), "read": round(qf.seconds.get("read", 0.0), 4)}
-        timings["total"] = round(timings["retrieve"] + timings["read"], 4)
+        if "decompose" in qf.seconds:
+            timings["decompose"] = round(qf.seconds["decompose"], 4)
+        timings["total"] = round(sum(timings.values()), 4)
         if "cached" in qf.seconds:
             timings["cached"] = 1.0
+        from sqa.reasoner.trace import StepTrace
+
+        steps = [StepTrace(index=i, question=st) for i, st in enumerate(qf.steps, start=1)]
         return ReasoningResult(
-            question=q.question, steps=[], answer=p >= 0.5, p_yes=p,
+            question=q.question, steps=steps, answer=p >= 0.5, p_yes=p,
             paragraphs=list(qf.paragraphs[: self.k]) if self.retriever is not None else [],
             qid=q.qid or None, timings=timings, model=getattr(self.model, "name", ""),
             p_yes_raw=signals.get("facts", signals.get("plain")), signals={k: round(v, 6) for k, v in signals.items()},
