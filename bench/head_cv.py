@@ -28,14 +28,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_records(features: Path) -> list[dict]:
-    """Feature records in file order: the xz parts in name order, else the JSONL file up to its
-    first torn or invalid line."""
+def load_records(features: Path, split: str = "train-2061") -> list[dict]:
+    """Feature records of ``split`` in file order: the xz parts (``SPLIT.partSSSS-EEEE.jsonl.xz``)
+    in name order, else ``SPLIT.jsonl.xz``, else ``SPLIT.jsonl``, each up to its first torn or
+    invalid line."""
     from sqa.features import read_done
 
-    parts = sorted(features.glob("train-2061.part*.jsonl.xz"))
+    parts = sorted(features.glob(f"{split}.part*.jsonl.xz")) or sorted(features.glob(f"{split}.jsonl.xz"))
     if not parts:
-        return list(read_done(features / "train-2061.jsonl").values())
+        return list(read_done(features / f"{split}.jsonl").values())
     lines = []
     for p in parts:
         with lzma.open(p, "rt", encoding="utf-8") as f:

@@ -25,7 +25,6 @@ compares the two on the same questions and folds.
 """
 import argparse
 import json
-import lzma
 import os
 import sys
 import time
@@ -42,19 +41,10 @@ from sqa.reasoner.facts import Fact
 from sqa.reasoner.models import load_model
 from sqa.strategyqa import load_questions
 
+from head_cv import load_records  # bench/ is on sys.path when this runs as a script
+
 MAX_STEP_FACTS = 4
 N_FACTS = 5
-
-
-def base_records(base: Path, split: str) -> list[dict]:
-    parts = sorted(base.glob(f"{split}.part*.jsonl.xz")) or sorted(base.glob(f"{split}.jsonl.xz"))
-    recs = []
-    for p in parts:
-        with lzma.open(p, "rt", encoding="utf-8") as f:
-            recs += [json.loads(line) for line in f if line.strip()]
-    if not recs and (base / f"{split}.jsonl").exists():
-        recs = list(read_done(base / f"{split}.jsonl").values())
-    return recs
 
 
 def main() -> int:
@@ -71,7 +61,7 @@ def main() -> int:
     meta = json.loads((a.base / "meta.json").read_text())
     if meta.get("prompt") != PROMPT_VERSION:
         raise SystemExit(f"{a.base}: prompt {meta.get('prompt')} is not {PROMPT_VERSION}; plain states cannot be copied")
-    recs = base_records(a.base, a.split)[a.start:a.limit]
+    recs = load_records(a.base, a.split)[a.start:a.limit]
     questions = {q.qid: q for q in load_questions(a.split)}
     retriever = make_retriever(open_index(a.index_dir, "embedded"), "ours")
     selector = FactSelector(retriever, FactSettings(sentence_paragraphs=meta["facts"]["sentence_paragraphs"],

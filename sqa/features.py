@@ -139,12 +139,13 @@ class FactSelector:
         out: list[Fact] = []
         seen = set()
         for st in steps:
+            if len(out) >= self.settings.step_facts:
+                break  # full: the later steps are not retrieved or encoded
             for f in step_evidence(st, self.wiki.retriever, self.annotated, question=q.question, k=self.settings.k,
                                    encode=self.step_encode, max_words=self.settings.max_words):
-                if f.ref == q.qid or f.text.lower() in seen or len(out) >= self.settings.step_facts:
-                    continue
-                seen.add(f.text.lower())
-                out.append(f)
+                if f.ref != q.qid and f.text.lower() not in seen and len(out) < self.settings.step_facts:
+                    seen.add(f.text.lower())
+                    out.append(f)
         return out
 
 
