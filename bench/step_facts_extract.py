@@ -25,14 +25,13 @@ compares the two on the same questions and folds.
 """
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from sqa.features import FactSelector, FactSettings, read_done, steps_first
+from sqa.features import FactSelector, FactSettings, append_record, read_done, steps_first
 from sqa.paths import sqa_home
 from sqa.pipeline import make_retriever, open_index
 from sqa.reasoner.decomposer import Decomposer
@@ -100,9 +99,7 @@ def main() -> int:
             rec["seconds"] = {**rec["seconds"], "decompose": round(t_dec, 3), "select": round(t_sel, 3)}
             rec["steps"] = steps
             rec["n_step_facts"] = n_step
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+            append_record(f, rec)
             prog.update(task, advance=1, rate=f"{(time.perf_counter() - t0) / n:.1f} s/q")
     return 0
 

@@ -186,9 +186,41 @@ def read_done(path: Path, repair: bool = False) -> dict[str, dict]:
     return done
 
 
+def append_record(f, rec: dict) -> None:
+    """Append one features record to the open JSON-lines file ``f`` and fsync it, so a kill loses
+    at most the question being read (``read_done(repair=True)`` drops a torn line)."""
+    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def question_features(model, q: Question, select: Callable[[Question, Sequence[str]], tuple[list[Fact], list]],
+                      decompose: Callable[[str, str | None], list[str]] | None = None) -> QuestionFeatures:
+    """Decompose (when ``decompose`` is given) -> select facts -> read one question.
+
+    ``select(q, steps) -> (facts, hits)`` (e.g. ``FactSelector.select``); ``decompose(question,
+    exclude_qid) -> steps`` (``sqa.reasoner.decomposer.Decomposer``). The record's ``seconds`` gets
+    "select" and, with a decomposer, "decompose" (wall seconds); ``steps`` is kept when decomposed.
+    Used by ``extract`` (features files) and ``FactsReasoner.features`` (answers), so a head
+    reads at answer time exactly what it was trained on."""
+    t = time.perf_counter()
+    steps = decompose(q.question, q.qid or None) if decompose is not None else []
+    t_dec = time.perf_counter() - t
+    t = time.perf_counter()
+    facts, hits = select(q, steps)
+    t_sel = time.perf_counter() - t
+    qf = read_question(model, q, facts, paragraphs=[h.evidence_id for h in hits],
+                       paragraph_scores=[float(h.score) for h in hits])
+    qf.seconds["select"] = t_sel
+    if decompose is not None:
+        qf.steps = list(steps)
+        qf.seconds["decompose"] = t_dec
+    return qf
+
+
 def extract(model, selector: FactSelector, questions: Sequence[Question], path: str | Path,
             on_question: Callable[[QuestionFeatures], None] | None = None,
-            decompose: Callable[[str, str], list[str]] | None = None) -> dict[str, dict]:
+            decompose: Callable[[str, str | None], list[str]] | None = None) -> dict[str, dict]:
     """Extract the features of every question not yet in ``path`` (JSON lines, appended and
     fsync'd one question at a time). Returns qid -> record for all of ``questions``.
     ``decompose(question, qid) -> steps`` (e.g. ``sqa.reasoner.decomposer.Decomposer(model)``) is
@@ -202,22 +234,9 @@ def extract(model, selector: FactSelector, questions: Sequence[Question], path: 
         for q in questions:
             if q.qid in done:
                 continue
-            t = time.perf_counter()
-            steps = decompose(q.question, q.qid) if selector.needs_steps else []
-            t_dec = time.perf_counter() - t
-            t = time.perf_counter()
-            facts, hits = selector.select(q, steps)
-            t_sel = time.perf_counter() - t
-            qf = read_question(model, q, facts, paragraphs=[h.evidence_id for h in hits],
-                               paragraph_scores=[float(h.score) for h in hits])
-            qf.seconds["select"] = t_sel
-            if selector.needs_steps:
-                qf.steps = list(steps)
-                qf.seconds["decompose"] = t_dec
+            qf = question_features(model, q, selector.select, decompose if selector.needs_steps else None)
             rec = qf.to_dict()
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+            append_record(f, rec)
             done[q.qid] = rec
             if on_question:
                 on_question(qf)

@@ -14,11 +14,10 @@ and the no-retrieval head answers. The model's own verbalised readings are kept 
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from sqa.features import FactSelector, FactSettings, read_done
+from sqa.features import FactSelector, FactSettings, question_features, read_done
 from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures, read_question
 from sqa.reasoner.head import AnswerHead, feature_vector, scalar_features
 from sqa.reasoner.trace import ReasoningResult
@@ -79,9 +78,13 @@ class FactsReasoner:
             warm([plain_head()] + ([facts_head()] if head.spec.uses_facts or oracle else []), prefix_cache)
 
     def _select(self, q: Question, steps: Sequence[str] = ()):
+        """(facts, hits) for one question: the oracle's, the selector's when the head reads facts,
+        else none, with the question's top-k hits kept as the run's evidence when retrieving."""
         if self.oracle == "paragraphs":
             return self._paragraph_oracle(q)
-        return self.selector.select(q, steps)
+        if self.head.spec.uses_facts or self.oracle:
+            return self.selector.select(q, steps)
+        return [], (self.retriever.retrieve(q.question, [], self.k) if self.retriever is not None else [])
 
     def _paragraph_oracle(self, q: Question):
         from sqa.reasoner.facts import rank_sentences
@@ -107,21 +110,7 @@ class FactsReasoner:
             qf = QuestionFeatures.from_dict(rec)
             qf.seconds = {"cached": 1.0, **qf.seconds}
             return qf
-        t = time.perf_counter()
-        steps = self.decomposer(q.question, q.qid or None) if self.decomposer is not None else []
-        t_dec = time.perf_counter() - t
-        t = time.perf_counter()
-        facts, hits = self._select(q, steps) if (self.head.spec.uses_facts or self.oracle) else ([], [])
-        if self.retriever is not None and not hits and not self.head.spec.uses_facts:
-            hits = self.retriever.retrieve(q.question, [], self.k)
-        t_sel = time.perf_counter() - t
-        qf = read_question(self.model, q, facts, paragraphs=[h.evidence_id for h in hits],
-                           paragraph_scores=[float(h.score) for h in hits])
-        qf.seconds["select"] = t_sel
-        if self.decomposer is not None:
-            qf.steps = steps
-            qf.seconds["decompose"] = t_dec
-        return qf
+        return question_features(self.model, q, self._select, self.decomposer)
 
     def answer_features(self, q: Question, qf: QuestionFeatures) -> ReasoningResult:
         x = feature_vector(self.head.spec, qf.states, qf.log_odds, scalar_features(qf))
