@@ -43,7 +43,10 @@ class FactSettings:
     sentence (``sqa.reasoner.facts.step_evidence``: all-MiniLM-L6-v2 cosine over the step's top-k
     paragraphs' sentences and the 10 best train-2061 facts, never the question's own), at most
     ``step_facts`` of them, shown first; the question-level facts above fill the rest, ``wiki +
-    train`` facts in all. Needs the MiniLM weights. Measured: bench/step_facts_extract.py."""
+    train`` facts in all. Needs the MiniLM weights. Off by default: with the 1.5B model, on the first
+    600 train-2061 questions, the head read them no better than the question-level facts (0.657 vs
+    0.670, paired -0.013, -0.040 to +0.013; bench/step_facts_extract.py, bench/results/head_cv.json
+    entry ``steps-n600``) for 7-11 s more a question."""
 
     wiki: int = 3
     train: int = 2
