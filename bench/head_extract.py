@@ -5,6 +5,11 @@
 
 Each plan item ``SPLIT[:START:END]`` appends to ``OUT/SPLIT.jsonl``; the 6 fixed demonstration
 questions are skipped. Run it again after an interruption: finished questions are kept.
+
+``--oracle facts``: the reader is shown each question's own annotated StrategyQA facts instead of
+retrieved ones (``FactSelector(oracle="facts")``, as ``sqa eval --oracle facts``), read out after
+each; a diagnostic upper bound for ``bench/head_cv.py`` (what a head gains from the right facts),
+never a system input. ``OUT/meta.json`` records the settings.
 """
 import argparse
 import sys
@@ -32,12 +37,25 @@ def main() -> int:
                     help="how facts are ranked (FactSettings.scorer): BM25, or MiniLM cosine (the rerank extra)")
     ap.add_argument("--step-facts", type=int, default=0,
                     help="at most N step sentences first (FactSettings.step_facts; 0: none, as the shipped heads)")
+    ap.add_argument("--oracle", choices=["facts"], default=None,
+                    help="show each question's annotated facts (a diagnostic upper bound, never a system input)")
     ap.add_argument("--plan", nargs="+", default=["train-2061:0:600", "dev", "train-2061:600:1000"])
     a = ap.parse_args()
     sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "ours"),
                        FactSettings(sentence_paragraphs=a.sentence_paragraphs, scorer=a.scorer,
-                                    step_facts=a.step_facts))
+                                    step_facts=a.step_facts), oracle=a.oracle)
     model = load_model(a.model)
+    if a.oracle:
+        import json
+
+        from sqa.reasoner.factreader import PROMPT_VERSION
+        from sqa.train_head import model_sha256
+
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        (Path(a.out) / "meta.json").write_text(json.dumps({
+            "model": a.model, "model_sha256": model_sha256(model), "prompt": PROMPT_VERSION,
+            "oracle": a.oracle, "facts": "the question's own annotated StrategyQA facts, in order (ORACLE)",
+            "made_by": {"script": "bench/head_extract.py", "plan": a.plan}}, indent=1) + "\n")
     decompose = None
     if sel.needs_steps:
         from sqa.paths import sqa_home
