@@ -9,7 +9,8 @@ questions are skipped. Run it again after an interruption: finished questions ar
 ``--oracle facts``: the reader is shown each question's own annotated StrategyQA facts instead of
 retrieved ones (``FactSelector(oracle="facts")``, as ``sqa eval --oracle facts``), read out after
 each; a diagnostic upper bound for ``bench/head_cv.py`` (what a head gains from the right facts),
-never a system input. ``OUT/meta.json`` records the settings.
+never a system input. ``OUT/meta.json`` records the settings (``sqa train-head``'s ``features_meta``
+plus ``oracle``); a directory made with other settings is refused.
 """
 import argparse
 import sys
@@ -18,11 +19,14 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from sqa.cli.train_head import check_meta, features_meta
 from sqa.features import FactSelector, FactSettings, extract, read_done
-from sqa.pipeline import make_retriever, open_index
+from sqa.pipeline import index_info, make_retriever, open_index
 from sqa.reasoner.factreader import demo_qids
 from sqa.reasoner.models import load_model
 from sqa.strategyqa import load_questions
+from sqa.train_head import model_sha256
+from sqa.types import SqaError
 
 
 def main() -> int:
@@ -45,17 +49,14 @@ def main() -> int:
                        FactSettings(sentence_paragraphs=a.sentence_paragraphs, scorer=a.scorer,
                                     step_facts=a.step_facts), oracle=a.oracle)
     model = load_model(a.model)
-    if a.oracle:
-        import json
-
-        from sqa.reasoner.factreader import PROMPT_VERSION
-        from sqa.train_head import model_sha256
-
-        Path(a.out).mkdir(parents=True, exist_ok=True)
-        (Path(a.out) / "meta.json").write_text(json.dumps({
-            "model": a.model, "model_sha256": model_sha256(model), "prompt": PROMPT_VERSION,
-            "oracle": a.oracle, "facts": "the question's own annotated StrategyQA facts, in order (ORACLE)",
-            "made_by": {"script": "bench/head_extract.py", "plan": a.plan}}, indent=1) + "\n")
+    # the same meta.json as `sqa train-head` (model, prompt, fact settings, index), plus the oracle:
+    # a resumed run into a directory made with other settings is refused instead of mixed
+    meta = {**features_meta(a.model, model_sha256(model), sel.settings, index_info(a.index_dir)), "oracle": a.oracle}
+    try:
+        check_meta(Path(a.out), meta)
+    except SqaError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     decompose = None
     if sel.needs_steps:
         from sqa.paths import sqa_home

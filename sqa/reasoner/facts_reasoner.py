@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from sqa.features import FactSelector, FactSettings, question_features, read_done
-from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures, read_question
+from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures
 from sqa.reasoner.head import AnswerHead, feature_vector, scalar_features
 from sqa.reasoner.trace import ReasoningResult
 from sqa.types import LanguageModel, Question, SqaError
