@@ -12,6 +12,12 @@ fewer if the file holds fewer. Folds, C grid and the choice rule are ``sqa.train
 grouped by StrategyQA term, C by grouped CV; every set is compared with ``plain`` (no retrieval)
 on the same questions, paired (``sqa.reasoner.head.paired_difference``). Writes one JSON entry
 per run, keyed by ``--name``, into ``--out`` (other entries kept).
+
+``--train-also DIR``: an augmentation experiment. Each outer fold's head is also trained on DIR's
+records of the same training-fold questions (e.g. the oracle-facts features: does a head that has
+seen the right facts read retrieved ones better?); it still predicts from ``--features`` only, so
+the rows stay comparable with ``plain`` and ``--versus``. C is chosen per outer fold on the
+augmented training rows (grouped by term, so a question's two rows share a fold).
 """
 
 from __future__ import annotations
@@ -88,6 +94,20 @@ def spec(name: str):
     return found[0]
 
 
+def augmented_oof(X, y, groups, X_extra, folds: int = 5) -> np.ndarray:
+    """Out-of-fold P(yes) of heads trained on the training folds' rows of ``X`` and ``X_extra``
+    (the same questions, another feature source; shape (n, d) each) and scored on ``X`` alone."""
+    from sklearn.model_selection import GroupKFold
+
+    from sqa.reasoner.head import _pipeline, choose_c
+
+    p = np.zeros(len(y))
+    for tr, te in GroupKFold(n_splits=folds).split(X, y, groups):
+        Xt, yt, gt = np.vstack([X[tr], X_extra[tr]]), np.concatenate([y[tr], y[tr]]), np.concatenate([groups[tr], groups[tr]])
+        p[te] = _pipeline(choose_c(Xt, yt, gt, folds)).fit(Xt, yt).predict_proba(X[te])[:, 1]
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--features", required=True, type=Path)
@@ -98,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--versus", default=None, metavar="DIR:SPEC",
                     help="also compare every set, paired on the same questions and folds, with SPEC on the "
                          "features in DIR (e.g. bench/results/features/top3:plain+f5: another fact selection)")
+    ap.add_argument("--train-also", default=None, type=Path, metavar="DIR",
+                    help="also train every fold's head on DIR's features of the same training questions "
+                         "(scored on --features only); see the module doc")
     ap.add_argument("--name", default=None, help="entry name in --out (default: features dir name + n)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "head_cv.json")
     a = ap.parse_args(argv)
@@ -114,9 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.versus:
         vdir, vspec = a.versus.rsplit(":", 1)
         other = {r["qid"]: r for r in load_records(Path(vdir))}
+    extra = {r["qid"]: r for r in load_records(a.train_also)} if a.train_also else None
     qids = []
     for q in order:  # the first N in order, stopping at the first missing one
-        if q not in recs or (other is not None and q not in other):
+        if q not in recs or (other is not None and q not in other) or (extra is not None and q not in extra):
             break
         qids.append(q)
     t0 = time.perf_counter()
@@ -126,6 +150,25 @@ def main(argv: list[str] | None = None) -> int:
         add_derived(ds.records)
     rows = cross_validate(ds, [spec(s) for s in a.specs.split(";" if custom else ",")],
                           log=lambda m: print(m, file=sys.stderr))
+    if extra is not None:
+        from sklearn.metrics import roc_auc_score
+
+        from sqa.reasoner.head import FeatureSpec, accuracy_interval
+
+        eds = Dataset.build([extra[q] for q in qids], questions_by_id())
+        if custom:
+            add_derived(eds.records)
+        for r in rows:
+            if r["spec"]["states"] == ["plain"]:
+                continue  # the no-retrieval baseline stays as it is
+            sp = FeatureSpec.from_dict(r["spec"])
+            p = augmented_oof(ds.matrix(sp), ds.y, ds.groups, eds.matrix(sp))
+            acc, lo, hi = accuracy_interval((p >= 0.5) == ds.y.astype(bool))
+            r.update({"name": r["name"] + f" (trained also on {a.train_also.name})", "C": "per fold",
+                      "accuracy": round(acc, 4), "interval95": [round(lo, 4), round(hi, 4)],
+                      "auc": round(float(roc_auc_score(ds.y, p)), 4), "yes_rate": round(float(np.mean(p >= 0.5)), 4),
+                      "oof": p.tolist(), "train_also": str(a.train_also)})
+            r.pop("log_loss", None)
     y = ds.y.astype(bool)
     plain = next(r for r in rows if r["spec"]["states"] == ["plain"])
     base = (np.asarray(plain["oof"]) >= 0.5) == y
