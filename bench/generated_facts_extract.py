@@ -23,20 +23,16 @@ So ``bench/head_cv.py --features OUT --specs 'plain/plain;plain,g3/plain,g3;plai
 only (still no retrieval), generated + retrieved, and retrieved only (``--versus``).
 """
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-from sqa.features import append_record, read_done
-from sqa.reasoner.factreader import PROMPT_VERSION, facts_head, read_question
+from sqa.reasoner.factreader import facts_head, read_question
 from sqa.reasoner.facts import Fact
 from sqa.reasoner.models import load_model
 from sqa.strategyqa import load_questions
 
-from head_cv import load_records  # bench/ is on sys.path when this runs as a script
+from base_features import extend, load_base  # bench/ is on sys.path when this runs as a script
 
 N_GENERATED = 3
 
@@ -68,53 +64,42 @@ def main() -> int:
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     a = ap.parse_args()
 
-    meta = json.loads((a.base / "meta.json").read_text())
-    if meta.get("prompt") != PROMPT_VERSION:
-        raise SystemExit(f"{a.base}: prompt {meta.get('prompt')} is not {PROMPT_VERSION}; plain states cannot be copied")
-    recs = load_records(a.base, a.split)[: a.limit]
+    meta, recs = load_base(a.base, a.split, 0, a.limit)
     questions = {q.qid: q for q in load_questions(a.split)}
     model = load_model(a.model)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "meta.json").write_text(json.dumps({**meta, "made_by": {
+    head = facts_head()
+
+    def one(base: dict) -> dict:
+        q = questions[base["qid"]]
+        t = time.perf_counter()
+        text = model.generate([head + f"Question: {q.question.strip()}\nFacts:\n-"], a.max_tokens,
+                              stop=["Answer:", "\n\n", "Question:"])[0]
+        t_gen = time.perf_counter() - t
+        gen = [Fact(s, "generated", q.qid, 0.0) for s in generated_lines(text, a.max_generated)]
+        retrieved = [Fact.from_dict(d) for d in base["facts"]]
+        qf = read_question(model, q, gen + retrieved, paragraphs=base["paragraphs"],
+                           paragraph_scores=base["paragraph_scores"], plain=False)
+        rec = qf.to_dict()
+        k = len(gen)
+        states = {"plain": base["states"]["plain"]}
+        log_odds = {"plain": base["log_odds"]["plain"]}
+        for i in range(1, a.max_generated + 1):  # g_i: after min(i, k) generated facts
+            src = f"f{min(i, k)}" if k else None
+            states[f"g{i}"] = rec["states"][src] if src else states["plain"]
+            log_odds[f"g{i}"] = rec["log_odds"][src] if src else log_odds["plain"]
+        for j in range(1, len(retrieved) + 1):
+            states[f"f{j}"] = rec["states"][f"f{k + j}"]
+            log_odds[f"f{j}"] = rec["log_odds"][f"f{k + j}"]
+        rec.update(states=states, log_odds=log_odds, n_generated=k, generated_text=text,
+                   seconds={**rec["seconds"], "generate": round(t_gen, 3)})
+        return rec
+
+    extend(a.out, a.split, recs, {**meta, "made_by": {
         "script": "bench/generated_facts_extract.py", "base": str(a.base),
         "generated": f"greedy continuation of the facts prompt, at most {a.max_tokens} tokens, first "
                      f"{a.max_generated} distinct lines; read-outs g1..g{a.max_generated} after them, "
                      "f1..f5 after them plus the base record's retrieved facts",
-        "plain": "state and log-odds copied from the base record (same model and prompt)"}}, indent=1) + "\n")
-    path = a.out / f"{a.split}.jsonl"
-    done = read_done(path, repair=True)
-    todo = [r for r in recs if r["qid"] not in done]
-    head = facts_head()
-    cols = (TextColumn(a.split), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*cols) as prog, open(path, "a", encoding="utf-8") as f:
-        task = prog.add_task(a.split, total=len(todo), rate="")
-        t0 = time.perf_counter()
-        for n, base in enumerate(todo, start=1):
-            q = questions[base["qid"]]
-            t = time.perf_counter()
-            text = model.generate([head + f"Question: {q.question.strip()}\nFacts:\n-"], a.max_tokens,
-                                  stop=["Answer:", "\n\n", "Question:"])[0]
-            t_gen = time.perf_counter() - t
-            gen = [Fact(s, "generated", q.qid, 0.0) for s in generated_lines(text, a.max_generated)]
-            retrieved = [Fact(d["text"], d["source"], d["ref"], d["score"]) for d in base["facts"]]
-            qf = read_question(model, q, gen + retrieved, paragraphs=base["paragraphs"],
-                               paragraph_scores=base["paragraph_scores"], plain=False)
-            rec = qf.to_dict()
-            k = len(gen)
-            states = {"plain": base["states"]["plain"]}
-            log_odds = {"plain": base["log_odds"]["plain"]}
-            for i in range(1, a.max_generated + 1):  # g_i: after min(i, k) generated facts
-                src = f"f{min(i, k)}" if k else None
-                states[f"g{i}"] = rec["states"][src] if src else states["plain"]
-                log_odds[f"g{i}"] = rec["log_odds"][src] if src else log_odds["plain"]
-            for j in range(1, len(retrieved) + 1):
-                states[f"f{j}"] = rec["states"][f"f{k + j}"]
-                log_odds[f"f{j}"] = rec["log_odds"][f"f{k + j}"]
-            rec.update(states=states, log_odds=log_odds, n_generated=k, generated_text=text,
-                       seconds={**rec["seconds"], "generate": round(t_gen, 3)})
-            append_record(f, rec)
-            prog.update(task, advance=1, rate=f"{(time.perf_counter() - t0) / n:.1f} s/q")
+        "plain": "state and log-odds copied from the base record (same model and prompt)"}}, one)
     return 0
 
 

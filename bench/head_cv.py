@@ -94,20 +94,6 @@ def spec(name: str):
     return found[0]
 
 
-def augmented_oof(X, y, groups, X_extra, folds: int = 5) -> np.ndarray:
-    """Out-of-fold P(yes) of heads trained on the training folds' rows of ``X`` and ``X_extra``
-    (the same questions, another feature source; shape (n, d) each) and scored on ``X`` alone."""
-    from sklearn.model_selection import GroupKFold
-
-    from sqa.reasoner.head import _pipeline, choose_c
-
-    p = np.zeros(len(y))
-    for tr, te in GroupKFold(n_splits=folds).split(X, y, groups):
-        Xt, yt, gt = np.vstack([X[tr], X_extra[tr]]), np.concatenate([y[tr], y[tr]]), np.concatenate([groups[tr], groups[tr]])
-        p[te] = _pipeline(choose_c(Xt, yt, gt, folds)).fit(Xt, yt).predict_proba(X[te])[:, 1]
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--features", required=True, type=Path)
@@ -153,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra is not None:
         from sklearn.metrics import roc_auc_score
 
-        from sqa.reasoner.head import FeatureSpec, accuracy_interval
+        from sqa.reasoner.head import FeatureSpec, accuracy_interval, out_of_fold
 
         eds = Dataset.build([extra[q] for q in qids], questions_by_id())
         if custom:
@@ -162,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             if r["spec"]["states"] == ["plain"]:
                 continue  # the no-retrieval baseline stays as it is
             sp = FeatureSpec.from_dict(r["spec"])
-            p = augmented_oof(ds.matrix(sp), ds.y, ds.groups, eds.matrix(sp))
+            p, _ = out_of_fold(ds.matrix(sp), ds.y, ds.groups, extra=eds.matrix(sp))
             acc, lo, hi = accuracy_interval((p >= 0.5) == ds.y.astype(bool))
             r.update({"name": r["name"] + f" (trained also on {a.train_also.name})", "C": "per fold",
                       "accuracy": round(acc, 4), "interval95": [round(lo, 4), round(hi, 4)],

@@ -24,23 +24,20 @@ decomposition) and ``n_step_facts``; ``bench/head_cv.py --features OUT --versus 
 compares the two on the same questions and folds.
 """
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-from sqa.features import FactSelector, FactSettings, append_record, read_done, steps_first
+from sqa.features import FactSelector, FactSettings, steps_first
 from sqa.paths import sqa_home
 from sqa.pipeline import make_retriever, open_index
 from sqa.reasoner.decomposer import Decomposer
-from sqa.reasoner.factreader import PROMPT_VERSION, read_question
+from sqa.reasoner.factreader import read_question
 from sqa.reasoner.facts import Fact
 from sqa.reasoner.models import load_model
 from sqa.strategyqa import load_questions
 
-from head_cv import load_records  # bench/ is on sys.path when this runs as a script
+from base_features import extend, load_base  # bench/ is on sys.path when this runs as a script
 
 MAX_STEP_FACTS = 4
 N_FACTS = 5
@@ -57,50 +54,38 @@ def main() -> int:
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     a = ap.parse_args()
 
-    meta = json.loads((a.base / "meta.json").read_text())
-    if meta.get("prompt") != PROMPT_VERSION:
-        raise SystemExit(f"{a.base}: prompt {meta.get('prompt')} is not {PROMPT_VERSION}; plain states cannot be copied")
-    recs = load_records(a.base, a.split)[a.start:a.limit]
+    meta, recs = load_base(a.base, a.split, a.start, a.limit)
     questions = {q.qid: q for q in load_questions(a.split)}
     retriever = make_retriever(open_index(a.index_dir, "embedded"), "ours")
     selector = FactSelector(retriever, FactSettings(sentence_paragraphs=meta["facts"]["sentence_paragraphs"],
                                                     step_facts=MAX_STEP_FACTS))
     model = load_model(a.model)
     decompose = Decomposer(model, encode=selector.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache")
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "meta.json").write_text(json.dumps({**meta, "facts": selector.settings.to_dict(), "made_by": {
+
+    def one(base: dict) -> dict:
+        q = questions[base["qid"]]
+        t = time.perf_counter()
+        steps = decompose(q.question, q.qid)
+        t_dec = time.perf_counter() - t
+        t = time.perf_counter()
+        step = selector.step_sentences(q, steps)
+        facts = steps_first(step, [Fact.from_dict(d) for d in base["facts"]], N_FACTS)
+        t_sel = time.perf_counter() - t
+        qf = read_question(model, q, facts, paragraphs=base["paragraphs"],
+                           paragraph_scores=base["paragraph_scores"], plain=False)
+        rec = qf.to_dict()
+        rec["states"] = {"plain": base["states"]["plain"], **rec["states"]}
+        rec["log_odds"] = {"plain": base["log_odds"]["plain"], **rec["log_odds"]}
+        rec["seconds"] = {**rec["seconds"], "decompose": round(t_dec, 3), "select": round(t_sel, 3)}
+        rec["steps"] = steps
+        rec["n_step_facts"] = len(step)
+        return rec
+
+    extend(a.out, a.split, recs, {**meta, "facts": selector.settings.to_dict(), "made_by": {
         "script": "bench/step_facts_extract.py", "base": str(a.base),
         "plain": "state and log-odds copied from the base record (same model and prompt)",
         "decomposer": "sqa.reasoner.decomposer.Decomposer: MiniLM-nearest 3 train-2061 demonstrations, nearest last"}},
-        indent=1) + "\n")
-    path = a.out / f"{a.split}.jsonl"
-    done = read_done(path, repair=True)
-    todo = [r for r in recs if r["qid"] not in done]
-    cols = (TextColumn(a.split), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*cols) as prog, open(path, "a", encoding="utf-8") as f:
-        task = prog.add_task(a.split, total=len(todo), rate="")
-        t0 = time.perf_counter()
-        for n, base in enumerate(todo, start=1):
-            q = questions[base["qid"]]
-            t = time.perf_counter()
-            steps = decompose(q.question, q.qid)
-            t_dec = time.perf_counter() - t
-            t = time.perf_counter()
-            step = selector.step_sentences(q, steps)
-            n_step = len(step)
-            facts = steps_first(step, [Fact(d["text"], d["source"], d["ref"], d["score"]) for d in base["facts"]], N_FACTS)
-            t_sel = time.perf_counter() - t
-            qf = read_question(model, q, facts, paragraphs=base["paragraphs"],
-                               paragraph_scores=base["paragraph_scores"], plain=False)
-            rec = qf.to_dict()
-            rec["states"] = {"plain": base["states"]["plain"], **rec["states"]}
-            rec["log_odds"] = {"plain": base["log_odds"]["plain"], **rec["log_odds"]}
-            rec["seconds"] = {**rec["seconds"], "decompose": round(t_dec, 3), "select": round(t_sel, 3)}
-            rec["steps"] = steps
-            rec["n_step_facts"] = n_step
-            append_record(f, rec)
-            prog.update(task, advance=1, rate=f"{(time.perf_counter() - t0) / n:.1f} s/q")
+        one)
     return 0
 
 

@@ -145,7 +145,7 @@ class QuestionFeatures:
     @classmethod
     def from_dict(cls, d: dict) -> "QuestionFeatures":
         return cls(qid=d["qid"], question=d["question"], label=d.get("label"),
-                   facts=[Fact(f["text"], f["source"], f["ref"], f["score"]) for f in d.get("facts", [])],
+                   facts=[Fact.from_dict(f) for f in d.get("facts", [])],
                    paragraphs=list(d.get("paragraphs", [])), paragraph_scores=list(d.get("paragraph_scores", [])),
                    states={k: decode_state(v) for k, v in d.get("states", {}).items()},
                    log_odds=dict(d.get("log_odds", {})), seconds=dict(d.get("seconds", {})),

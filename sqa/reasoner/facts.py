@@ -39,6 +39,11 @@ class Fact:
     def to_dict(self) -> dict:
         return {"text": self.text, "source": self.source, "ref": self.ref, "score": round(self.score, 4)}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Fact":
+        """The inverse of ``to_dict`` (a features record's ``facts`` entries). KeyError if a key is missing."""
+        return cls(d["text"], d["source"], d["ref"], d["score"])
+
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of a paragraph: split after '.', '!' or '?' followed by whitespace and an upper-case

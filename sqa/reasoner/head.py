@@ -194,18 +194,24 @@ def choose_c(X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int = 5, g
 
 
 def out_of_fold(X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int = 5,
-                fixed_c: float | None = None) -> tuple[np.ndarray, list[float]]:
+                fixed_c: float | None = None, extra: np.ndarray | None = None) -> tuple[np.ndarray, list[float]]:
     """Cross-fitted P(yes) for every row: the head of outer fold f is trained on the other folds
     (its regularisation chosen by an inner grouped CV there, unless ``fixed_c``) and predicts fold f.
+    ``extra`` (shape of ``X``: the same questions from another feature source, e.g. oracle facts)
+    adds its training-fold rows to each head's training rows (C then chosen on all of them, a
+    question's two rows in one group); predictions still read ``X`` only.
     Returns (p_yes of shape (n,), the C chosen per fold)."""
     from sklearn.model_selection import GroupKFold
 
     p = np.zeros(len(y), dtype=np.float64)
     cs = []
     for tr, te in GroupKFold(n_splits=folds).split(X, y, groups):
-        C = fixed_c if fixed_c is not None else choose_c(X[tr], y[tr], groups[tr], folds)
+        Xt, yt, gt = X[tr], y[tr], groups[tr]
+        if extra is not None:
+            Xt, yt, gt = np.vstack([Xt, extra[tr]]), np.concatenate([yt, yt]), np.concatenate([gt, gt])
+        C = fixed_c if fixed_c is not None else choose_c(Xt, yt, gt, folds)
         cs.append(C)
-        p[te] = _pipeline(C).fit(X[tr], y[tr]).predict_proba(X[te])[:, 1]
+        p[te] = _pipeline(C).fit(Xt, yt).predict_proba(X[te])[:, 1]
     return p, cs
 
 
