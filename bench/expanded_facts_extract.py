@@ -50,6 +50,16 @@ def expanded_query(question: str, base: dict) -> str:
     return " ".join([question.strip()] + [f["text"] for f in base["facts"] if f["source"] == "generated"])
 
 
+def expanded_facts(wiki: WikipediaFacts, annotated, s: FactSettings, q, base: dict) -> tuple[list, list, str]:
+    """(facts in reading order, the expanded query's top-k hits, the query): the shipped selection
+    (``s.wiki`` Wikipedia sentences, ``s.train`` annotated facts of other questions, interleaved)
+    with ``expanded_query`` in place of question ``q``'s text."""
+    query = expanded_query(q.question, base)
+    w, hits = wiki.select(query, s.wiki)
+    train = annotated.select(query, s.train, exclude_qids=[q.qid], exclude_text=q.question)
+    return interleave(train, w), hits, query
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", type=Path, default=Path("bench/results/features/generated"))
@@ -70,11 +80,9 @@ def main() -> int:
     def one(base: dict) -> dict:
         q = questions[base["qid"]]
         t = time.perf_counter()
-        query = expanded_query(q.question, base)
-        w, hits = wiki.select(query, s.wiki)
-        train = annotated.select(query, s.train, exclude_qids=[q.qid], exclude_text=q.question)
+        facts, hits, query = expanded_facts(wiki, annotated, s, q, base)
         t_sel = time.perf_counter() - t
-        qf = read_question(model, q, interleave(train, w), paragraphs=[h.evidence_id for h in hits],
+        qf = read_question(model, q, facts, paragraphs=[h.evidence_id for h in hits],
                            paragraph_scores=[h.score for h in hits], plain=False)
         rec = qf.to_dict()
         rec["states"]["plain"] = base["states"]["plain"]

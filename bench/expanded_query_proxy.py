@@ -36,7 +36,7 @@ from sqa.reasoner.factreader import interleave
 from sqa.reasoner.facts import WikipediaFacts, default_annotated_facts, rank_sentences
 from sqa.strategyqa import load_questions
 
-from expanded_facts_extract import expanded_query  # bench/ is on sys.path when this runs as a script
+from expanded_facts_extract import expanded_facts  # bench/ is on sys.path when this runs as a script
 from fact_selection import new_info_recall
 from head_cv import load_records
 
@@ -64,9 +64,7 @@ def main() -> int:
         q = questions[r["qid"]]
         lines = [f["text"] for f in r["facts"] if f["source"] == "generated"]
         shipped = [f["text"] for f in base[q.qid]["facts"]]
-        query = expanded_query(q.question, r)
-        w, _ = wiki.select(query, s.wiki)
-        train = annotated.select(query, s.train, exclude_qids=[q.qid], exclude_text=q.question)
+        expanded, _, query = expanded_facts(wiki, annotated, s, q, r)
         own = retriever.retrieve(q.question, [], s.k)[: s.sentence_paragraphs]
         per_line: list[str] = []
         for line in lines:
@@ -77,8 +75,10 @@ def main() -> int:
             "shipped": shipped,
             "generated": lines,
             "shipped+generated": shipped + lines,
-            "expanded": [f.text for f in interleave(train, w)],
-            "expanded-sentences": [f.text for f in interleave(train, rank_sentences(query, own, s.wiki, s.max_words))],
+            "expanded": [f.text for f in expanded],
+            "expanded-sentences": [f.text for f in interleave(annotated.select(query, s.train, exclude_qids=[q.qid],
+                                                                              exclude_text=q.question),
+                                                           rank_sentences(query, own, s.wiki, s.max_words))],
             "per-line": (per_line + [t for t in shipped if t not in per_line])[:5],
         }
         for n in names:
