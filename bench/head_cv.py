@@ -58,6 +58,22 @@ def load_records(features: Path, split: str = "train-2061") -> list[dict]:
     return out
 
 
+def first_questions(limit: int, records: list[dict]) -> list[str]:
+    """The qids of the first ``limit`` train-2061 questions in release order without the 6
+    demonstration questions, stopping at the first one missing from any of ``records`` (qid ->
+    record maps, e.g. two feature sets to be paired on the same questions)."""
+    from sqa.reasoner.factreader import demo_qids
+    from sqa.strategyqa import load_questions
+
+    demos = demo_qids()
+    qids = []
+    for q in [q.qid for q in load_questions("train-2061") if q.qid not in demos][:limit]:
+        if not all(q in r for r in records):
+            break
+        qids.append(q)
+    return qids
+
+
 # read-outs derived from the stored ones (experiments; a shipped head reads only stored read-outs)
 DERIVED = {
     "fmean": "the mean of the states after 1..5 facts (fewer where fewer facts were found)",
@@ -111,24 +127,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "head_cv.json")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from sqa.reasoner.factreader import demo_qids
     from sqa.reasoner.head import paired_difference
-    from sqa.strategyqa import load_questions, questions_by_id
+    from sqa.strategyqa import questions_by_id
     from sqa.train_head import Dataset, cross_validate
 
-    demos = demo_qids()
-    order = [q.qid for q in load_questions("train-2061") if q.qid not in demos][: a.limit]
     recs = {r["qid"]: r for r in load_records(a.features)}
     other = None
     if a.versus:
         vdir, vspec = a.versus.rsplit(":", 1)
         other = {r["qid"]: r for r in load_records(Path(vdir))}
     extra = {r["qid"]: r for r in load_records(a.train_also)} if a.train_also else None
-    qids = []
-    for q in order:  # the first N in order, stopping at the first missing one
-        if q not in recs or (other is not None and q not in other) or (extra is not None and q not in extra):
-            break
-        qids.append(q)
+    qids = first_questions(a.limit, [m for m in (recs, other, extra) if m is not None])
     t0 = time.perf_counter()
     ds = Dataset.build([recs[q] for q in qids], questions_by_id())
     custom = "/" in a.specs

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from head_cv import ROOT, add_derived, load_records, spec  # bench/ is on sys.path when this runs as a script
+from head_cv import ROOT, add_derived, first_questions, load_records, spec  # bench/ is on sys.path when this runs as a script
 
 RESULTS = ROOT / "bench" / "results" / "head_ensemble.json"
 
@@ -41,9 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", required=True)
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from sqa.reasoner.factreader import demo_qids
     from sqa.reasoner.head import accuracy_interval, paired_difference
-    from sqa.strategyqa import load_questions, questions_by_id
+    from sqa.strategyqa import questions_by_id
     from sqa.train_head import Dataset, cross_validate
 
     views = {}
@@ -51,14 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         name, rest = v.split("=", 1)
         d, s = rest.rsplit(":", 1)
         views[name] = (Path(d), s)
-    demos = demo_qids()
-    order = [q.qid for q in load_questions("train-2061") if q.qid not in demos][: a.limit]
     recs = {k: {r["qid"]: r for r in load_records(d)} for k, (d, _) in views.items()}
-    qids = []
-    for q in order:
-        if not all(q in r for r in recs.values()):
-            break
-        qids.append(q)
+    qids = first_questions(a.limit, list(recs.values()))
     by_id = questions_by_id()
     log_odds, rows, y = {}, {}, None
     for k, (d, s) in views.items():
@@ -70,25 +63,28 @@ def main(argv: list[str] | None = None) -> int:
         log_odds[k] = np.log(p / (1 - p))
         y = ds.y.astype(bool)
         print(f"view {k}: {d} {s}: {row['accuracy']:.3f}", file=sys.stderr)
+    def compare(ok, base):
+        """(rounded {accuracy, interval95, minus}, the accuracy triple, the paired-difference triple)."""
+        acc, lo, hi = accuracy_interval(ok)
+        d, dlo, dhi = paired_difference(ok, base)
+        return ({"accuracy": round(acc, 4), "interval95": [round(lo, 4), round(hi, 4)],
+                 "minus": {"difference": round(d, 4), "interval95": [round(dlo, 4), round(dhi, 4)]}},
+                (acc, lo, hi), (d, dlo, dhi))
+
     first = next(iter(views))
     base = (log_odds[first] >= 0) == y
     sl = slice(a.start, None) if a.start is not None else None
     for combo in a.combo:
         z = np.mean([log_odds[k] for k in combo.split("+")], axis=0)
         ok = (z >= 0) == y
-        acc, lo, hi = accuracy_interval(ok)
-        d, dlo, dhi = paired_difference(ok, base)
-        rows[combo] = {"accuracy": round(acc, 4), "interval95": [round(lo, 4), round(hi, 4)],
-                       "yes_rate": round(float(np.mean(z >= 0)), 4),
-                       f"minus_{first}": {"difference": round(d, 4), "interval95": [round(dlo, 4), round(dhi, 4)]}}
+        row, (acc, lo, hi), (d, dlo, dhi) = compare(ok, base)
+        rows[combo] = {"accuracy": row["accuracy"], "interval95": row["interval95"],
+                       "yes_rate": round(float(np.mean(z >= 0)), 4), f"minus_{first}": row["minus"]}
         line = f"{combo:14s} {acc:.3f} [{lo:.3f}, {hi:.3f}]  minus {first} {d:+.3f} [{dlo:+.3f}, {dhi:+.3f}]"
         if sl is not None:
-            acc, lo, hi = accuracy_interval(ok[sl])
-            d, dlo, dhi = paired_difference(ok[sl], base[sl])
-            rows[combo][f"from_{a.start}"] = {"n": int(len(ok[sl])), "accuracy": round(acc, 4),
-                                             "interval95": [round(lo, 4), round(hi, 4)],
-                                             f"minus_{first}": {"difference": round(d, 4),
-                                                                "interval95": [round(dlo, 4), round(dhi, 4)]}}
+            row, (acc, _, _), (d, dlo, dhi) = compare(ok[sl], base[sl])
+            rows[combo][f"from_{a.start}"] = {"n": int(len(ok[sl])), "accuracy": row["accuracy"],
+                                             "interval95": row["interval95"], f"minus_{first}": row["minus"]}
             line += f"  | from {a.start} (n={len(ok[sl])}): {acc:.3f}, minus {first} {d:+.3f} [{dlo:+.3f}, {dhi:+.3f}]"
         print(line)
     entry = {"command": " ".join(["python", "bench/head_ensemble.py", *(argv if argv is not None else sys.argv[1:])]),
