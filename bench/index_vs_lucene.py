@@ -181,7 +181,14 @@ def child_build(engine: str, spec: dict) -> dict:
         n = LuceneIndexReader(str(index_dir)).stats()["documents"]
     secs = time.perf_counter() - t0
     return {"paragraphs": n, "seconds": round(secs, 2), "paragraphs_per_s": round(n / secs),
-            "index_bytes": dir_bytes(index_dir)}
+            "index_bytes": dir_bytes(index_dir), "segments": segment_count(engine, index_dir)}
+
+
+def segment_count(engine: str, index_dir: Path) -> int:
+    """Segments of the finished index: tantivy's ``meta.json`` list, or Lucene's ``.si`` files."""
+    if engine.startswith("sqa"):
+        return len(json.loads((index_dir / "meta.json").read_text())["segments"])
+    return sum(1 for p in index_dir.iterdir() if p.suffix == ".si")
 
 
 def child_search(engine: str, spec: dict) -> dict:

@@ -28,7 +28,7 @@ def index_command(
                                              "that sqa recognises as its index is touched, and only the index's files.")] = False,
     es_index: Annotated[str, typer.Option(help="Elasticsearch index name (elasticsearch backend).")] = "sqa-paragraphs",
     es_workers: Annotated[int, typer.Option(help="Parallel bulk workers (elasticsearch backend).")] = 4,
-    commit_every: Annotated[Optional[int], typer.Option(help="Paragraphs between checkpoints (resume granularity); default 2,000,000 (embedded) or 200,000 (elasticsearch).", show_default=False)] = None,
+    commit_every: Annotated[Optional[int], typer.Option(help="Paragraphs between checkpoints (resume granularity); default 5,000,000 (embedded) or 200,000 (elasticsearch).", show_default=False)] = None,
 ) -> None:
     """Build the BM25 paragraph index once; re-running after an interruption resumes it."""
     from sqa.indexing import preset_files, read_manifest

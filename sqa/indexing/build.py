@@ -35,16 +35,21 @@ from sqa.indexing.readers import ReadStats, read_corpus
 from sqa.jsonio import write_json_atomic
 from sqa.types import SearchBackend, SqaError
 
-# paragraphs between checkpoints when not given. embedded: 2,000,000 (under a minute of work on 2
-# cores, the most a kill -9 loses). tantivy writes one segment per indexing thread at every commit;
-# fewer, larger segments mean less merging and fewer evidence-ID look-ups in the committed index
-# (1M resampled paragraphs, alternating runs on 2 shared cores: 48-52 CPU-s with a 1,000,000 or
-# 2,000,000 window against 53-57 with 200,000, bench/results/index_profile_commit_every.json), and with
-# 1M-paragraph segments tantivy's log merge policy (8 segments of a size merge into one) tops out
-# at 8M-paragraph segments for the 36.6M corpus instead of starting a 32M-paragraph merge at the
-# end, as 500k-paragraph segments (a 1,000,000 window) would. elasticsearch: 200,000 (a checkpoint
-# there waits for the in-flight bulk requests and refreshes).
-DEFAULT_COMMIT_EVERY = {"embedded": 2_000_000, "elasticsearch": 200_000}
+# paragraphs between checkpoints when not given. embedded: 5,000,000 (about 2-3 minutes of work on
+# 2 cores, the most a kill -9 loses). tantivy writes at least one segment per indexing thread at
+# every commit (one more whenever a thread's share of the 1 GB writer heap fills, about every 1.85M
+# resampled paragraphs), and its log merge policy merges 8 segments of a similar size into one.
+# Side by side at 10M resampled paragraphs (bench/results/index_vs_lucene.json, 2 builds each,
+# alternating): 2M windows made ten 1M segments and merged 8 of them (558-573 CPU-s, 3 segments
+# left, peak RSS 4.8-5.3 GB); 5M windows make 1.85M and 0.65M ones per thread and merge nothing
+# (483-522 CPU-s, 8 segments, peak RSS 1.8-2.2 GB), but one-core search p50 is 11.3-12.5 ms against
+# 10.7 over 3 segments. Larger segments cost more per paragraph: two 5M-paragraph segments (6 GB
+# heap, one window) took 580 CPU-s (bench/results/index_vs_lucene_big_segments.json). Smaller
+# windows cost more too: 48-52 CPU-s for 1M paragraphs with a 1,000,000 or 2,000,000 window against
+# 53-57 with 200,000 (bench/results/index_profile_commit_every.json). The 36.6M corpus is merged
+# with any window (by the policy's rule; not measured). elasticsearch: 200,000 (a checkpoint there
+# waits for the in-flight bulk requests and refreshes).
+DEFAULT_COMMIT_EVERY = {"embedded": 5_000_000, "elasticsearch": 200_000}
 CHECKPOINT = "checkpoint.json"
 LOCK = ".sqa-build.lock"
 # tantivy's own files: its meta, its list of managed files, its lock files, and segment files
