@@ -35,10 +35,10 @@ import sys
 import time
 from pathlib import Path
 
-from sqa.features import FactSettings
+from sqa.features import FactSelector, FactSettings
 from sqa.pipeline import index_info, make_retriever, open_index
-from sqa.reasoner.factreader import interleave, read_question
-from sqa.reasoner.facts import WikipediaFacts, default_annotated_facts
+from sqa.reasoner.factreader import read_question
+from sqa.reasoner.facts import default_annotated_facts
 from sqa.reasoner.models import load_model
 from sqa.strategyqa import load_questions
 
@@ -50,14 +50,13 @@ def expanded_query(question: str, base: dict) -> str:
     return " ".join([question.strip()] + [f["text"] for f in base["facts"] if f["source"] == "generated"])
 
 
-def expanded_facts(wiki: WikipediaFacts, annotated, s: FactSettings, q, base: dict) -> tuple[list, list, str]:
+def expanded_facts(selector: FactSelector, q, base: dict) -> tuple[list, list, str]:
     """(facts in reading order, the expanded query's top-k hits, the query): the shipped selection
-    (``s.wiki`` Wikipedia sentences, ``s.train`` annotated facts of other questions, interleaved)
-    with ``expanded_query`` in place of question ``q``'s text."""
+    (``FactSelector.select``: Wikipedia sentences and annotated facts of other questions,
+    interleaved) with ``expanded_query`` in place of question ``q``'s text."""
     query = expanded_query(q.question, base)
-    w, hits = wiki.select(query, s.wiki)
-    train = annotated.select(query, s.train, exclude_qids=[q.qid], exclude_text=q.question)
-    return interleave(train, w), hits, query
+    facts, hits = selector.select(q, query=query)
+    return facts, hits, query
 
 
 def main() -> int:
@@ -73,14 +72,13 @@ def main() -> int:
     meta, recs = load_base(a.base, a.split, 0, a.limit)
     s = FactSettings.from_dict(meta["facts"])
     questions = {q.qid: q for q in load_questions(a.split)}
-    wiki = WikipediaFacts(make_retriever(open_index(a.index_dir), "ours"), s.k, s.max_words, s.sentence_paragraphs)
-    annotated = default_annotated_facts()
+    selector = FactSelector(make_retriever(open_index(a.index_dir), "ours"), s, default_annotated_facts())
     model = load_model(a.model)
 
     def one(base: dict) -> dict:
         q = questions[base["qid"]]
         t = time.perf_counter()
-        facts, hits, query = expanded_facts(wiki, annotated, s, q, base)
+        facts, hits, query = expanded_facts(selector, q, base)
         t_sel = time.perf_counter() - t
         qf = read_question(model, q, facts, paragraphs=[h.evidence_id for h in hits],
                            paragraph_scores=[h.score for h in hits], plain=False)

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sqa.features import FactSettings
+from sqa.features import FactSelector, FactSettings
 from sqa.pipeline import index_info, make_retriever, open_index
 from sqa.reasoner.factreader import interleave
-from sqa.reasoner.facts import WikipediaFacts, default_annotated_facts, rank_sentences
+from sqa.reasoner.facts import default_annotated_facts, rank_sentences
 from sqa.strategyqa import load_questions
 
 from expanded_facts_extract import expanded_facts  # bench/ is on sys.path when this runs as a script
@@ -55,8 +55,8 @@ def main() -> int:
     base = {r["qid"]: r for r in load_records(BENCH / "results" / "features" / "top3", "train-2061")}
     questions = {q.qid: q for q in load_questions("train-2061")}
     retriever = make_retriever(open_index(a.index_dir), "ours")
-    wiki = WikipediaFacts(retriever, s.k, s.max_words, s.sentence_paragraphs)
     annotated = default_annotated_facts()
+    selector = FactSelector(retriever, s, annotated)
     names = ["shipped", "generated", "shipped+generated", "expanded", "expanded-sentences", "per-line"]
     scores: dict[str, list] = {n: [] for n in names}
     counts: dict[str, list] = {n: [] for n in names}
@@ -64,7 +64,7 @@ def main() -> int:
         q = questions[r["qid"]]
         lines = [f["text"] for f in r["facts"] if f["source"] == "generated"]
         shipped = [f["text"] for f in base[q.qid]["facts"]]
-        expanded, _, query = expanded_facts(wiki, annotated, s, q, r)
+        expanded, _, query = expanded_facts(selector, q, r)
         own = retriever.retrieve(q.question, [], s.k)[: s.sentence_paragraphs]
         per_line: list[str] = []
         for line in lines:

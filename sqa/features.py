@@ -116,9 +116,12 @@ class FactSelector:
         """True when ``select`` reads a decomposition (step facts on, retrieval on, no oracle)."""
         return bool(self.settings.step_facts) and self.wiki is not None and self.oracle is None
 
-    def select(self, q: Question, steps: Sequence[str] = ()) -> tuple[list[Fact], list]:
+    def select(self, q: Question, steps: Sequence[str] = (), query: str | None = None) -> tuple[list[Fact], list]:
         """(facts in reading order, the question's top-k hits). ``steps``: the question's
-        decomposition, read when ``settings.step_facts`` > 0 (see ``FactSettings``)."""
+        decomposition, read when ``settings.step_facts`` > 0 (see ``FactSettings``). ``query``:
+        retrieve both sources with this text instead of the question's (e.g. the question expanded
+        with the reader's own generated lines, bench/expanded_facts_extract.py); the train facts
+        of a question with ``q``'s text are then left out as well."""
         s = self.settings
         if self.oracle == "facts":
             if not q.facts:
@@ -127,8 +130,10 @@ class FactSelector:
             return [Fact(f, "oracle-facts", q.qid, 0.0) for f in q.facts], hits
         if self.wiki is None:
             return [], []
-        wiki, hits = self.wiki.select(q.question, s.wiki)
-        train = self.annotated.select(q.question, s.train, exclude_qids=[q.qid], encode=self.encode)
+        text = q.question if query is None else query
+        wiki, hits = self.wiki.select(text, s.wiki)
+        train = self.annotated.select(text, s.train, exclude_qids=[q.qid], encode=self.encode,
+                                      exclude_text=q.question if query is not None else "")
         facts = interleave(train, wiki)
         if self.needs_steps:
             facts = steps_first(self.step_sentences(q, steps), facts, s.wiki + s.train)
