@@ -221,9 +221,11 @@ def child_search(engine: str, spec: dict) -> dict:
         hits = run(q)
         lat.append((time.perf_counter() - t) * 1000)
         empty += not hits
-    lat.sort()
-    return {"queries": len(lat), "search_p50_ms": round(statistics.median(lat), 2),
-            "search_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 2), "queries_without_hits": empty}
+    res = {"queries": len(lat), "search_p50_ms": round(statistics.median(lat), 2),
+           "search_p95_ms": round(sorted(lat)[int(0.95 * (len(lat) - 1))], 2), "queries_without_hits": empty}
+    if spec.get("latencies"):
+        res["latencies_ms"] = [round(x, 3) for x in lat]  # in query order (bench/search_vs_lucene.py pairs them)
+    return res
 
 
 def run_child(python: str, kind: str, engine: str, spec: dict, timeout: float) -> dict:
