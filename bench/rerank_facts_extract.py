@@ -1,0 +1,79 @@
+"""Answer-head features with the facts a learned sentence re-ranker picks (bench/rerank_proxy.py),
+resumable, for a paired comparison with the shipped facts and with no retrieval on the same
+questions and folds.
+
+    python bench/rerank_proxy.py --index-dir INDEX_DIR --dump runs/rerank_selection.jsonl
+    python bench/rerank_facts_extract.py --selection runs/rerank_selection.jsonl --out runs/head_rerank --limit 1000
+    python bench/head_cv.py --features runs/head_rerank --limit 1000 \\
+        --specs 'plain/plain;plain,f5/plain,f5/r' --versus bench/results/features/top3:plain+f5 --name rerank-n1000
+
+For each record of ``--base`` (bench/results/features/top3: the shipped facts' features, train-2061
+in release order without the demonstration questions), in its order:
+
+1. the facts are the re-ranker's out-of-fold choice for the question (``--variant``, default
+   ``learned-any``: the 5 candidates with the highest predicted coverage of the annotated facts'
+   new words, best first, from the same pool the shipped selection ranks: the sentences of the
+   best 3 of the top-10 paragraphs and the 20 best train-2061 annotated facts of other questions by
+   BM25). The re-ranker that chose them was trained without the question's StrategyQA term (5
+   folds grouped by term);
+2. the facts prompt is read after each fact (read-outs ``f1``..``f5``);
+3. ``plain`` (state and log-odds) and the evidence (``paragraphs``, ``paragraph_scores``: the
+   question's top-10, which the re-ranker does not change) are copied from the base record.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from sqa.reasoner.factreader import read_question
+from sqa.reasoner.facts import Fact
+from sqa.reasoner.models import load_model
+from sqa.strategyqa import load_questions
+
+from base_features import extend, load_base  # bench/ is on sys.path when this runs as a script
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", type=Path, default=Path("bench/results/features/top3"))
+    ap.add_argument("--selection", type=Path, required=True, help="bench/rerank_proxy.py --dump's file")
+    ap.add_argument("--variant", default="learned-any", choices=("learned-any", "learned-quota"))
+    ap.add_argument("--out", type=Path, default=Path("runs/head_rerank"))
+    ap.add_argument("--split", default="train-2061")
+    ap.add_argument("--limit", type=int, default=1000)
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    a = ap.parse_args()
+
+    meta, recs = load_base(a.base, a.split, 0, a.limit)
+    chosen = {}
+    for line in a.selection.read_text(encoding="utf-8").splitlines():
+        d = json.loads(line)
+        chosen[d["qid"]] = [Fact.from_dict(f) for f in d[a.variant]]
+    missing = [r["qid"] for r in recs if r["qid"] not in chosen]
+    if missing:
+        print(f"error: {a.selection}: no selection for {len(missing)} of the {len(recs)} questions "
+              f"(first {missing[0]}); run bench/rerank_proxy.py with a larger --limit", file=sys.stderr)
+        return 2
+    questions = {q.qid: q for q in load_questions(a.split)}
+    model = load_model(a.model)
+
+    def one(base: dict) -> dict:
+        q = questions[base["qid"]]
+        qf = read_question(model, q, chosen[q.qid], paragraphs=base["paragraphs"],
+                           paragraph_scores=base["paragraph_scores"], plain=False)
+        rec = qf.to_dict()
+        rec["states"]["plain"] = base["states"]["plain"]
+        rec["log_odds"]["plain"] = base["log_odds"]["plain"]
+        return rec
+
+    extend(a.out, a.split, recs, {**meta, "made_by": {
+        "script": "bench/rerank_facts_extract.py", "base": str(a.base), "selection": a.variant,
+        "facts": "the learned re-ranker's out-of-fold choice (bench/rerank_proxy.py), best first; read-outs f1..f5",
+        "plain": "state and log-odds copied from the base record (same model and prompt)",
+        "started": time.strftime("%Y-%m-%d")}}, one)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
