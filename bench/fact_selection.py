@@ -52,11 +52,16 @@ def content_words(text: str) -> set[str]:
     return {_STEM.stemWord(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP}
 
 
+def gold_new_words(question: str, gold: list[str]) -> list[set[str]]:
+    """Per annotated fact, its content words that are not in ``question``; facts adding none left out."""
+    qw = content_words(question)
+    return [g for g in (content_words(f) - qw for f in gold) if g]
+
+
 def new_info_recall(question: str, gold: list[str], shown: list[str]) -> float | None:
     """Mean over annotated facts of the share of their new content words found in the best shown
     fact; None when no annotated fact adds a word to the question."""
-    qw = content_words(question)
-    golds = [g for g in (content_words(f) - qw for f in gold) if g]
+    golds = gold_new_words(question, gold)
     if not golds:
         return None
     sw = [content_words(s) for s in shown]

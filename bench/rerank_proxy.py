@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fact_selection  # noqa: E402
-from fact_selection import new_info_recall  # noqa: E402
+from fact_selection import gold_new_words, new_info_recall  # noqa: E402
 
 from sqa.features import FactSelector, FactSettings  # noqa: E402
 from sqa.pipeline import index_info, make_retriever, open_index  # noqa: E402
@@ -92,10 +92,9 @@ def candidates(q, hits, ann, settings: FactSettings):
     return out
 
 
-def coverage(question: str, gold, text: str) -> float:
-    """The best share of an annotated fact's new words that ``text`` covers (0 if none adds a word)."""
-    qw = content_words(question)
-    golds = [g for g in (content_words(f) - qw for f in gold) if g]
+def coverage(golds: list[set[str]], text: str) -> float:
+    """The best share of an annotated fact's new words (``gold_new_words``) that ``text`` covers
+    (0 if no fact adds a word)."""
     w = content_words(text)
     return max((len(g & w) / len(g) for g in golds), default=0.0)
 
@@ -148,7 +147,8 @@ def main() -> int:
     selector = FactSelector(retriever, settings, ann)
     pools, shipped = [], []
     for qi, q in enumerate(qs):
-        hits = retriever.retrieve(q.question, [], settings.k)
+        facts, hits = selector.select(q)  # the shipped selection, and the question's top-k it read
+        shipped.append([f.text for f in facts])
         pool = candidates(q, hits, ann, settings)
         emb = np.asarray(encode([q.question] + [t for t, _, _ in pool]), dtype=np.float32)
         cos = emb[1:] @ emb[0]
@@ -156,11 +156,11 @@ def main() -> int:
         for (t, s, d), c in zip(pool, cos):
             d.update(cosine=float(c), cosine_rel=float(c) / (top_cos or 1.0))
         pools.append(pool)
-        shipped.append([f.text for f in selector.select(q)[0]])  # the shipped selection itself
         if qi % 200 == 0:
             print(f"{qi}/{len(qs)} pools, {time.perf_counter() - t0:.0f} s", flush=True)
     X = np.array([[d[f] for f in FEATURES] for pool in pools for _, _, d in pool], dtype=np.float64)
-    y = np.array([coverage(q.question, q.facts, t) for q, pool in zip(qs, pools) for t, _, _ in pool])
+    golds = [gold_new_words(q.question, list(q.facts)) for q in qs]
+    y = np.array([coverage(g, t) for g, pool in zip(golds, pools) for t, _, _ in pool])
     owner = np.array([qi for qi, pool in enumerate(pools) for _ in pool])
     terms = {t: i for i, t in enumerate(sorted({q.term for q in qs}))}
     groups = np.array([terms[qs[qi].term] for qi in owner])
