@@ -5,8 +5,9 @@ bench/results/search_vs_lucene.json.
     python bench/search_vs_lucene.py --sizes 10000000 --rounds 6 --queries 1000
 
 Why apart from bench/index_vs_lucene.py: that one searches each index once, right after its
-build, with 200 queries, so its search p50 moves with the machine's load at that moment (the same
-Lucene 10M index read 10.8 ms in one run and 13.6 ms in another). Here every round starts one
+build, with 200 queries, so its search p50 moves with the machine's load at that moment (Lucene 10M
+indexes of the same paragraphs read 10.8 ms in one run and 13.6 ms in another: bench/results/index_vs_lucene.json,
+index_vs_lucene_keep_10m.json). Here every round starts one
 child per engine (alternating which goes first), pinned to one core, that runs ``--warmup``
 queries and then the same ``--queries`` StrategyQA train questions (a seeded sample, disjoint
 from the warm-up), top-10 with the stored paragraph fetched, exactly as index_vs_lucene.py's
