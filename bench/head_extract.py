@@ -9,7 +9,9 @@ questions are skipped. Run it again after an interruption: finished questions ar
 ``--oracle facts``: the reader is shown each question's own annotated StrategyQA facts instead of
 retrieved ones (``FactSelector(oracle="facts")``, as ``sqa eval --oracle facts``), read out after
 each; a diagnostic upper bound for ``bench/head_cv.py`` (what a head gains from the right facts),
-never a system input. ``OUT/meta.json`` records the settings (``sqa train-head``'s ``features_meta``
+never a system input. ``--oracle paragraphs``: the 5 best sentences (BM25 against the question) of
+its annotated evidence paragraphs instead (as ``sqa eval --oracle paragraphs``): what a head gains
+from perfect paragraph retrieval with the shipped sentence picking. ``OUT/meta.json`` records the settings (``sqa train-head``'s ``features_meta``
 plus ``oracle``); a directory made with other settings is refused.
 """
 import argparse
@@ -41,8 +43,9 @@ def main() -> int:
                     help="how facts are ranked (FactSettings.scorer): BM25, or MiniLM cosine (the rerank extra)")
     ap.add_argument("--step-facts", type=int, default=0,
                     help="at most N step sentences first (FactSettings.step_facts; 0: none, as the shipped heads)")
-    ap.add_argument("--oracle", choices=["facts"], default=None,
-                    help="show each question's annotated facts (a diagnostic upper bound, never a system input)")
+    ap.add_argument("--oracle", choices=["facts", "paragraphs"], default=None,
+                    help="show each question's annotated facts, or the best sentences of its annotated "
+                         "evidence paragraphs (diagnostic upper bounds, never a system input)")
     ap.add_argument("--plan", nargs="+", default=["train-2061:0:600", "dev", "train-2061:600:1000"])
     a = ap.parse_args()
     sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "ours"),

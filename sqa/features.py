@@ -83,13 +83,22 @@ class FactSettings:
                    step_facts=d.get("step_facts", 0))
 
 
+ORACLES = ("facts", "paragraphs")
+
+
 class FactSelector:
     """Selects the facts of one question from the two sources. ``retriever`` None = no Wikipedia
-    facts (the no-retrieval setting: then no train facts either). ``oracle`` "facts" shows the
-    question's own annotated facts instead (a diagnostic upper bound, never a default)."""
+    facts (the no-retrieval setting: then no train facts either). ``oracle`` (diagnostic upper
+    bounds, never defaults; they need labelled questions): "facts" shows the question's own
+    annotated facts instead; "paragraphs" the ``wiki + train`` best sentences (BM25 against the
+    question, ``rank_sentences``) of its annotated evidence paragraphs, read from ``backend``
+    (default: the retriever's). Raises SqaError for an unknown oracle."""
 
     def __init__(self, retriever=None, settings: FactSettings = FactSettings(),
-                 annotated: AnnotatedFacts | None = None, oracle: str | None = None):
+                 annotated: AnnotatedFacts | None = None, oracle: str | None = None, backend=None):
+        if oracle is not None and oracle not in ORACLES:
+            raise SqaError(f"unknown oracle {oracle!r}; use {' or '.join(ORACLES)}")
+        self.backend = backend if backend is not None else getattr(retriever, "backend", None)
         self.settings = settings
         self.retrieval = retriever is not None
         self.encode = None
@@ -123,6 +132,8 @@ class FactSelector:
         with the reader's own generated lines, bench/expanded_facts_extract.py); the train facts
         of a question with ``q``'s text are then left out as well."""
         s = self.settings
+        if self.oracle == "paragraphs":
+            return self._paragraph_oracle(q)
         if self.oracle == "facts":
             if not q.facts:
                 raise SqaError(f"question {q.qid}: no annotated facts for --oracle facts (test split?)")
@@ -138,6 +149,22 @@ class FactSelector:
         if self.needs_steps:
             facts = steps_first(self.step_sentences(q, steps), facts, s.wiki + s.train)
         return facts, hits
+
+    def _paragraph_oracle(self, q: Question) -> tuple[list[Fact], list]:
+        from sqa.reasoner.facts import rank_sentences
+        from sqa.types import Hit
+
+        if not q.evidence:
+            raise SqaError(f"question {q.qid}: no annotated evidence for --oracle paragraphs (test split?)")
+        if self.backend is None:
+            raise SqaError("--oracle paragraphs needs the index (to read the annotated paragraphs)")
+        ids = list(dict.fromkeys(i for ann in q.evidence for step in ann for x in step if isinstance(x, list)
+                                 for i in x))
+        hits = [Hit(paragraph=p, score=0.0, rank=i) for i, p in enumerate(self.backend.get(ids), start=1)]
+        s = self.settings
+        facts = rank_sentences(q.question, hits, s.wiki + s.train, s.max_words)
+        return [Fact(f.text, "oracle-paragraphs", f.ref, f.score) for f in facts], \
+            (self.wiki.retriever.retrieve(q.question, [], s.k) if self.wiki is not None else [])
 
     def step_sentences(self, q: Question, steps: Sequence[str]) -> list[Fact]:
         """The best sentence of each step in ``steps`` (``step_evidence``), in step order,

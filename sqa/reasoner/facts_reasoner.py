@@ -17,13 +17,11 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
-from sqa.features import FactSelector, FactSettings, question_features, read_done
+from sqa.features import ORACLES, FactSelector, FactSettings, question_features, read_done
 from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures
 from sqa.reasoner.head import AnswerHead, feature_vector, scalar_features
 from sqa.reasoner.trace import ReasoningResult
 from sqa.types import LanguageModel, Question, SqaError
-
-ORACLES = ("facts", "paragraphs")
 
 
 def _sigmoid(z: float) -> float:
@@ -61,9 +59,8 @@ class FactsReasoner:
         self.k = k
         self.settings = settings or FactSettings.from_dict(head.provenance.get("facts", {}), k=k)
         self.oracle = oracle
-        self.backend = backend
         self.selector = FactSelector(retriever if head.spec.uses_facts or oracle else None, self.settings,
-                                     oracle="facts" if oracle == "facts" else None)
+                                     oracle=oracle, backend=backend)
         self.decomposer = None
         if self.selector.needs_steps:  # a head trained on step facts: the model writes the steps first
             from sqa.reasoner.decomposer import Decomposer
@@ -80,28 +77,9 @@ class FactsReasoner:
     def _select(self, q: Question, steps: Sequence[str] = ()):
         """(facts, hits) for one question: the oracle's, the selector's when the head reads facts,
         else none, with the question's top-k hits kept as the run's evidence when retrieving."""
-        if self.oracle == "paragraphs":
-            return self._paragraph_oracle(q)
         if self.head.spec.uses_facts or self.oracle:
             return self.selector.select(q, steps)
         return [], (self.retriever.retrieve(q.question, [], self.k) if self.retriever is not None else [])
-
-    def _paragraph_oracle(self, q: Question):
-        from sqa.reasoner.facts import rank_sentences
-        from sqa.types import Hit
-
-        ids = list(dict.fromkeys(i for ann in q.evidence for step in ann for x in step if isinstance(x, list)
-                                 for i in x))
-        if not q.evidence:
-            raise SqaError(f"question {q.qid}: no annotated evidence for --oracle paragraphs (test split?)")
-        if self.backend is None:
-            raise SqaError("--oracle paragraphs needs the index (to read the annotated paragraphs)")
-        paras = self.backend.get(ids)
-        hits = [Hit(paragraph=p, score=0.0, rank=i) for i, p in enumerate(paras, start=1)]
-        n = self.settings.wiki + self.settings.train
-        facts = rank_sentences(q.question, hits, n, self.settings.max_words)
-        return [type(f)(f.text, "oracle-paragraphs", f.ref, f.score) for f in facts], \
-            (self.retriever.retrieve(q.question, [], self.k) if self.retriever is not None else [])
 
     def features(self, q: Question) -> QuestionFeatures:
         """The reader's features for one question (from the cache when there)."""
