@@ -23,7 +23,6 @@ import argparse
 import itertools
 import json
 import random
-import sys
 from pathlib import Path
 
 from rich.console import Console

@@ -10,7 +10,6 @@ shipped BM25 facts) / Facts (annotated), then the question with its evidence; gr
 "generated": the same without evidence (generated knowledge prompting, Liu et al. 2022).
 """
 import json, sys, time
-from pathlib import Path
 from fact_selection import new_info_recall
 from sqa.features import FactSelector, FactSettings
 from sqa.pipeline import make_retriever, open_index

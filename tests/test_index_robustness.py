@@ -17,14 +17,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from cli_helpers import default_sigint, one_error_line, run_sqa, sqa_argv
 from sqa.cli import main
 from sqa.indexing import open_backend, read_manifest
-from sqa.indexing.build import CHECKPOINT, LOCK, MANIFEST
+from sqa.indexing.build import CHECKPOINT, LOCK
 from sqa.indexing.embedded import TantivyBackend
 from sqa.indexing.readers import read_corpus
 from sqa.strategyqa import DISTRACTORS_FILE, PARAGRAPHS_FILE

@@ -18,7 +18,7 @@ from sqa.reasoner.reasoner import DECISION, Reasoner, combine_log_odds
 from sqa.retriever.backend import BackendRetriever
 from sqa.retriever.clean import resolve_references
 from sqa.strategyqa import load_questions, questions_by_id
-from sqa.types import Hit, Paragraph, Question, SqaError, Step
+from sqa.types import Question, SqaError
 
 
 class ScriptedModel:

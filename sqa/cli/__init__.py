@@ -15,8 +15,6 @@ import warnings
 
 import typer
 
-from sqa.types import SqaError
-
 app = typer.Typer(
     name="sqa",
     help="Retrieval-backed multi-step QA for StrategyQA: build a BM25 paragraph index, ask questions, evaluate.",

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from sqa.reasoner.llamacpp import NO_WORDS, YES_WORDS
 from sqa.reasoner.chat import render_chatml
 from sqa.types import ChatPrompt, Prompt, SqaError
+
+if TYPE_CHECKING:  # numpy is imported with torch, at use
+    import numpy as np
 
 
 class HFModel:

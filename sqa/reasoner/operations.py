@@ -28,7 +28,7 @@ _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _NUM = r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _QTY = re.compile(rf"(?P<num>{_NUM}|\b(?:{'|'.join(_WORDS)})\b)\s*(?P<scale>{'|'.join(_SCALE)})?\s*"
                   rf"(?P<unit>[a-z]+)?(?:\s+(?P<era>BC|BCE|AD|CE)\b)?", re.I)
-_ERA_BEFORE = re.compile(rf"\b(?:AD|CE)\s+(?P<num>\d{{1,4}})\b", re.I)
+_ERA_BEFORE = re.compile(r"\b(?:AD|CE)\s+(?P<num>\d{1,4})\b", re.I)
 _REF = r"(?:#\d+|{num}(?:\s+[a-z]+)?)".format(num=_NUM)
 _HASH_REF = re.compile(r"#\d+")
 _AUX = ("is", "are", "was", "were", "do", "does", "did", "can", "could", "would", "will", "should", "has", "have",
