@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Sequence
 
 from sqa.reasoner.facts import AnnotatedFacts, Fact, WikipediaFacts, default_annotated_facts
 from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures, interleave, read_question
-from sqa.types import Question, SqaError
+from sqa.types import ORACLES, Question, SqaError
 
 
 SCORERS = ("bm25", "minilm")
@@ -81,9 +81,6 @@ class FactSettings:
         return cls(wiki=d.get("wiki", 3), train=d.get("train", 2), k=k, max_words=d.get("max_words", 40),
                    sentence_paragraphs=d.get("sentence_paragraphs"), scorer=d.get("scorer", "bm25"),
                    step_facts=d.get("step_facts", 0))
-
-
-ORACLES = ("facts", "paragraphs")
 
 
 class FactSelector:

@@ -25,6 +25,10 @@ class SqaError(Exception):
 # used for both backends so that a typo such as -k 99999999999999999999 is an error, not a crash.
 MAX_K = 10_000
 
+# The diagnostic oracles of the facts reader (``sqa eval --oracle``): the question's annotated
+# facts, or the best sentences of its annotated evidence paragraphs (``sqa.features.FactSelector``).
+ORACLES = ("facts", "paragraphs")
+
 
 class SqaWarning(UserWarning):
     """A user-facing warning (e.g. searching a partial index): the CLI prints it as one

@@ -17,11 +17,11 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
-from sqa.features import ORACLES, FactSelector, FactSettings, question_features, read_done
+from sqa.features import FactSelector, FactSettings, question_features, read_done
 from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures
 from sqa.reasoner.head import AnswerHead, feature_vector, scalar_features
 from sqa.reasoner.trace import ReasoningResult
-from sqa.types import LanguageModel, Question, SqaError
+from sqa.types import ORACLES, LanguageModel, Question, SqaError
 
 
 def _sigmoid(z: float) -> float:
@@ -40,7 +40,8 @@ class FactsReasoner:
       with the same model, prompt and fact settings; questions found there are not read again.
     - ``prefix_cache``: a directory where the model (if it has ``warm_prefixes``: llama.cpp) keeps
       the KV cache of the two fixed prompt heads between processes (``sqa ask``, ``sqa eval``).
-    Raises SqaError when the head needs facts but retrieval is off, or for an unknown oracle.
+    Raises SqaError when the head needs facts but retrieval is off, or for an unknown oracle
+    (``FactSelector`` checks it).
     """
 
     prefers_batches = False
@@ -48,8 +49,6 @@ class FactsReasoner:
     def __init__(self, model: LanguageModel, head: AnswerHead, retriever=None, *, k: int = 10,
                  settings: FactSettings | None = None, oracle: str | None = None, backend=None,
                  features_cache: str | Path | None = None, prefix_cache: str | Path | None = None):
-        if oracle is not None and oracle not in ORACLES:
-            raise SqaError(f"unknown oracle {oracle!r}; use {' or '.join(ORACLES)}")
         if head.spec.uses_facts and retriever is None and oracle is None:
             raise SqaError("this answer head reads facts, so it needs retrieval; use the no-retrieval head "
                            "(--no-retrieval picks it) or pass --head")
