@@ -4,6 +4,7 @@ questions and folds.
 
     python bench/rerank_proxy.py --index-dir INDEX_DIR --dump runs/rerank_selection.jsonl
     python bench/rerank_facts_extract.py --selection runs/rerank_selection.jsonl --out runs/head_rerank --limit 1000
+    python bench/rerank_facts_extract.py --variant ceiling --index-dir INDEX_DIR --out runs/head_rerank_ceiling --limit 1000
     python bench/head_cv.py --features runs/head_rerank --limit 1000 \\
         --specs 'plain/plain;plain,f5/plain,f5/r' --versus bench/results/features/top3:plain+f5 --name rerank-n1000
 
@@ -15,7 +16,9 @@ in release order without the demonstration questions), in its order:
    new words, best first, from the same pool the shipped selection ranks: the sentences of the
    best 3 of the top-10 paragraphs and the 20 best train-2061 annotated facts of other questions by
    BM25). The re-ranker that chose them was trained without the question's StrategyQA term (5
-   folds grouped by term);
+   folds grouped by term). ``--variant ceiling`` (an ORACLE, a diagnostic): the 5 of the same pool
+   chosen greedily to cover the question's own annotated facts' new words, what no re-ranker of
+   this pool can beat on the proxy;
 2. the facts prompt is read after each fact (read-outs ``f1``..``f5``);
 3. ``plain`` (state and log-odds) and the evidence (``paragraphs``, ``paragraph_scores``: the
    question's top-10, which the re-ranker does not change) are copied from the base record.
@@ -34,33 +37,70 @@ from sqa.strategyqa import load_questions
 from base_features import extend, load_base  # bench/ is on sys.path when this runs as a script
 
 
+class CeilingChoice:
+    """The ORACLE choice of ``--variant ceiling``: per question, the pool bench/rerank_proxy.py
+    ranks (the sentences of the best 3 of the top-10 paragraphs and the 20 best train facts of
+    other questions, ``rerank_proxy.candidates``), and the 5 of it chosen greedily to cover the
+    question's annotated facts' new words (``rerank_proxy.greedy_ceiling``), in choice order;
+    each fact's score is its BM25 score within its source, as in the shipped selection."""
+
+    def __init__(self, index_dir: str):
+        from rerank_proxy import candidates, greedy_ceiling
+
+        from sqa.features import FactSelector, FactSettings
+        from sqa.pipeline import make_retriever, open_index
+        from sqa.reasoner.facts import default_annotated_facts
+
+        self.settings = FactSettings(sentence_paragraphs=3)
+        self.ann = default_annotated_facts()
+        self.selector = FactSelector(make_retriever(open_index(index_dir), "ours"), self.settings, self.ann)
+        self._candidates, self._greedy = candidates, greedy_ceiling
+
+    def pick(self, q) -> list[Fact]:
+        _, hits = self.selector.select(q)
+        pool = self._candidates(q, hits, self.ann, self.settings)
+        return [Fact(pool[i][0], pool[i][1], pool[i][2]["ref"], float(pool[i][2]["bm25"]))
+                for i in self._greedy(q, pool)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", type=Path, default=Path("bench/results/features/top3"))
-    ap.add_argument("--selection", type=Path, required=True, help="bench/rerank_proxy.py --dump's file")
-    ap.add_argument("--variant", default="learned-any", choices=("learned-any", "learned-quota"))
+    ap.add_argument("--selection", type=Path, help="bench/rerank_proxy.py --dump's file (the learned variants)")
+    ap.add_argument("--index-dir", help="the mini index (--variant ceiling: the pool is rebuilt per question)")
+    ap.add_argument("--variant", default="learned-any", choices=("learned-any", "learned-quota", "ceiling"),
+                    help="ceiling: the best 5 of the same pool chosen with the question's annotated facts "
+                         "(an oracle, for the head's ceiling of any re-ranker)")
     ap.add_argument("--out", type=Path, default=Path("runs/head_rerank"))
     ap.add_argument("--split", default="train-2061")
     ap.add_argument("--limit", type=int, default=1000)
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     a = ap.parse_args()
 
-    meta, recs = load_base(a.base, a.split, 0, a.limit)
-    chosen = {}
-    for line in a.selection.read_text(encoding="utf-8").splitlines():
-        d = json.loads(line)
-        chosen[d["qid"]] = [Fact.from_dict(f) for f in d[a.variant]]
-    missing = [r["qid"] for r in recs if r["qid"] not in chosen]
-    if missing:
-        print(f"error: {a.selection}: no selection for {len(missing)} of the {len(recs)} questions "
-              f"(first {missing[0]}); run bench/rerank_proxy.py with a larger --limit", file=sys.stderr)
+    if (a.variant == "ceiling") != (a.index_dir is not None) or (a.variant == "ceiling") == (a.selection is not None):
+        print("error: give --selection FILE for the learned variants, --index-dir INDEX_DIR (and no --selection) "
+              "for --variant ceiling", file=sys.stderr)
         return 2
+    meta, recs = load_base(a.base, a.split, 0, a.limit)
     questions = {q.qid: q for q in load_questions(a.split)}
+    if a.variant == "ceiling":
+        chosen = CeilingChoice(a.index_dir)
+    else:
+        chosen = {}
+        for line in a.selection.read_text(encoding="utf-8").splitlines():
+            d = json.loads(line)
+            chosen[d["qid"]] = [Fact.from_dict(f) for f in d[a.variant]]
+        missing = [r["qid"] for r in recs if r["qid"] not in chosen]
+        if missing:
+            print(f"error: {a.selection}: no selection for {len(missing)} of the {len(recs)} questions "
+                  f"(first {missing[0]}); run bench/rerank_proxy.py with a larger --limit", file=sys.stderr)
+            return 2
     model = load_model(a.model)
 
     def one(base: dict) -> dict:
         q = questions[base["qid"]]
-        qf = read_question(model, q, chosen[q.qid], paragraphs=base["paragraphs"],
+        facts = chosen.pick(q) if a.variant == "ceiling" else chosen[q.qid]
+        qf = read_question(model, q, facts, paragraphs=base["paragraphs"],
                            paragraph_scores=base["paragraph_scores"], plain=False)
         rec = qf.to_dict()
         rec["states"]["plain"] = base["states"]["plain"]
@@ -69,7 +109,9 @@ def main() -> int:
 
     extend(a.out, a.split, recs, {**meta, "made_by": {
         "script": "bench/rerank_facts_extract.py", "base": str(a.base), "selection": a.variant,
-        "facts": "the learned re-ranker's out-of-fold choice (bench/rerank_proxy.py), best first; read-outs f1..f5",
+        "facts": ("ORACLE: the best 5 of the pool for the question's annotated facts (greedy on the proxy, "
+                  "bench/rerank_proxy.py), in choice order" if a.variant == "ceiling" else
+                  "the learned re-ranker's out-of-fold choice (bench/rerank_proxy.py), best first") + "; read-outs f1..f5",
         "plain": "state and log-odds copied from the base record (same model and prompt)",
         "started": time.strftime("%Y-%m-%d")}}, one)
     return 0
