@@ -77,14 +77,15 @@ def main() -> int:
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     a = ap.parse_args()
 
-    if (a.variant == "ceiling") != (a.index_dir is not None) or (a.variant == "ceiling") == (a.selection is not None):
-        print("error: give --selection FILE for the learned variants, --index-dir INDEX_DIR (and no --selection) "
-              "for --variant ceiling", file=sys.stderr)
+    ceiling = a.variant == "ceiling"
+    if ceiling != (a.index_dir is not None) or ceiling == (a.selection is not None):
+        print(f"error: --variant {a.variant} takes " + ("--index-dir INDEX_DIR and no --selection" if ceiling else
+              "--selection FILE and no --index-dir"), file=sys.stderr)
         return 2
     meta, recs = load_base(a.base, a.split, 0, a.limit)
     questions = {q.qid: q for q in load_questions(a.split)}
-    if a.variant == "ceiling":
-        chosen = CeilingChoice(a.index_dir)
+    if ceiling:
+        choose = CeilingChoice(a.index_dir).pick
     else:
         chosen = {}
         for line in a.selection.read_text(encoding="utf-8").splitlines():
@@ -95,12 +96,14 @@ def main() -> int:
             print(f"error: {a.selection}: no selection for {len(missing)} of the {len(recs)} questions "
                   f"(first {missing[0]}); run bench/rerank_proxy.py with a larger --limit", file=sys.stderr)
             return 2
+
+        def choose(q) -> list[Fact]:
+            return chosen[q.qid]
     model = load_model(a.model)
 
     def one(base: dict) -> dict:
         q = questions[base["qid"]]
-        facts = chosen.pick(q) if a.variant == "ceiling" else chosen[q.qid]
-        qf = read_question(model, q, facts, paragraphs=base["paragraphs"],
+        qf = read_question(model, q, choose(q), paragraphs=base["paragraphs"],
                            paragraph_scores=base["paragraph_scores"], plain=False)
         rec = qf.to_dict()
         rec["states"]["plain"] = base["states"]["plain"]
