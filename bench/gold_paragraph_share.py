@@ -1,0 +1,115 @@
+"""How many of the shown facts come from the annotated evidence paragraphs, for every kept feature
+set: a second proxy beside bench/fact_selection.py's new-information recall, measured without the
+model from the kept features (bench/results/features/*/). Writes bench/results/gold_paragraph_share.json.
+
+    python bench/gold_paragraph_share.py [--limit 1000]
+
+Why: the word-coverage proxy has not ordered the head's gains (bench/results/notes.md: the expanded
+query, the learned re-ranker and its oracle ceiling all covered more of the annotated facts' words
+than the shipped facts and gained little or nothing, while the paragraph oracle covered fewer and
+gained most). Per feature set and question (train-2061 in release order, the first ``--limit`` or
+as many as the set holds; questions without annotated evidence left out):
+
+- ``gold_fact_share``: the share of the shown facts that are sentences of one of the question's
+  annotated evidence paragraphs (any annotator; ``sqa.eval.metrics.annotator_evidence``);
+- ``any_gold_fact``: whether at least one shown fact is;
+- ``train_fact_share``: the share that are train-2061 annotated facts of other questions;
+- ``facts``: facts shown (the record's ``facts``: for ``generated/`` also the model's own lines).
+
+Rows are given on each set's own questions and on the first 600, which every set holds, so the
+sets compare on the same questions. The head's out-of-fold gain over no retrieval is quoted
+beside each row from bench/results/head_cv.json (the entry named), not recomputed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from sqa.eval.metrics import annotator_evidence
+from sqa.strategyqa import load_questions
+
+FEATURES = Path(__file__).parent / "results" / "features"
+RESULTS = Path(__file__).parent / "results" / "gold_paragraph_share.json"
+# feature set -> (head_cv.json entry, row name) of its plain+f5 head, the comparison every entry plans
+HEAD = {"top3": ("top3-n2055", "plain+f5 lo:plain+f5 +retrieval"),
+        "minilm": ("minilm-n600", "plain+f5 lo:plain+f5 +retrieval"),
+        "steps": ("steps-n600", "plain+f5 lo:plain+f5 +retrieval"),
+        "generated": ("generated-n600", "plain+f5 lo:plain+f5 +retrieval"),  # read after its own lines
+        "expanded": ("expanded-n600", "plain+f5 lo:plain+f5 +retrieval"),
+        "rerank": ("rerank-n1000", "plain+f5 lo:plain+f5 +retrieval"),
+        "rerank-ceiling": ("rerank-ceiling-n1000", "plain+f5 lo:plain+f5 +retrieval"),
+        "oracle-paragraphs": ("oracle-paragraphs-n1000", "plain+f5 lo:plain+f5 +retrieval")}
+
+
+def records(name: str, limit: int):
+    """The first ``limit`` train-2061 records of a kept feature set, in part order."""
+    n = 0
+    for part in sorted((FEATURES / name).glob("train-2061.part*.jsonl.xz")):
+        with lzma.open(part, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                if n >= limit:
+                    return
+                n += 1
+                yield json.loads(line)
+
+
+def shares(rec: dict, gold: set[str]) -> tuple[float, bool, float, int]:
+    """(gold_fact_share, any_gold_fact, train_fact_share, facts) of one record (see the module doc)
+    against ``gold``, the question's annotated evidence IDs."""
+    facts = rec["facts"]
+    if not facts:
+        return 0.0, False, 0.0, 0
+    is_gold = [f["source"] in ("wikipedia", "oracle-paragraphs") and f["ref"] in gold for f in facts]
+    return (float(np.mean(is_gold)), any(is_gold),
+            float(np.mean([f["source"] == "train-facts" for f in facts])), len(facts))
+
+
+def head_gain(entry: str, row: str) -> dict | None:
+    """The accuracy and paired gain over no retrieval of ``row`` in head_cv.json's ``entry``
+    (None when either is missing); at that entry's own number of questions."""
+    d = json.loads((Path(__file__).parent / "results" / "head_cv.json").read_text(encoding="utf-8")).get(entry)
+    if d is None:
+        return None
+    for r in d["rows"]:
+        if r["name"] == row:
+            return {"entry": entry, "questions": d["n"], "accuracy": r["accuracy"], "minus_plain": r["minus_plain"]}
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--limit", type=int, default=1000)
+    a = ap.parse_args()
+    gold = {q.qid: set().union(*annotator_evidence(q.evidence)) for q in load_questions("train-2061") if q.evidence}
+    rows = []
+    for name in HEAD:
+        per = {r["qid"]: shares(r, gold[r["qid"]]) for r in records(name, a.limit) if gold.get(r["qid"])}
+        if not per:
+            print(f"error: no records in {FEATURES / name}", file=sys.stderr)
+            return 2
+        first600 = list(per)[:600]
+        row = {"features": name, "questions": len(per)}
+        for label, qids in (("own", list(per)), ("first600", first600)):
+            v = np.array([per[q] for q in qids], dtype=float)
+            row[label] = {"questions": len(qids), "gold_fact_share": round(float(v[:, 0].mean()), 3),
+                          "any_gold_fact": round(float(v[:, 1].mean()), 3),
+                          "train_fact_share": round(float(v[:, 2].mean()), 3), "facts": round(float(v[:, 3].mean()), 2)}
+        row["head"] = head_gain(*HEAD[name])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    out = {"split": "train-2061", "command": f"python bench/gold_paragraph_share.py --limit {a.limit}",
+           "selection": "each kept feature set's records in release order (the 6 demonstration questions left out)",
+           "gold": "the union of every annotator's evidence IDs (sqa.eval.metrics.annotator_evidence)",
+           "rows": rows}
+    RESULTS.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    print(f"-> {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
