@@ -11,7 +11,7 @@ gained most). Per feature set and question (train-2061 in release order, the fir
 as many as the set holds; questions without annotated evidence left out):
 
 - ``gold_fact_share``: the share of the shown facts that are sentences of one of the question's
-  annotated evidence paragraphs (any annotator; ``sqa.eval.metrics.annotator_evidence``);
+  annotated evidence paragraphs (any annotator; ``fact_selection.gold_paragraph_ids``);
 - ``any_gold_fact``: whether at least one shown fact is;
 - ``train_fact_share``: the share that are train-2061 annotated facts of other questions;
 - ``facts``: facts shown (the record's ``facts``: for ``generated/`` also the model's own lines).
@@ -30,20 +30,19 @@ from pathlib import Path
 
 import numpy as np
 
-from sqa.eval.metrics import annotator_evidence
 from sqa.strategyqa import load_questions
+
+from fact_selection import gold_paragraph_ids  # bench/ is on sys.path when this runs as a script
 
 FEATURES = Path(__file__).parent / "results" / "features"
 RESULTS = Path(__file__).parent / "results" / "gold_paragraph_share.json"
-# feature set -> (head_cv.json entry, row name) of its plain+f5 head, the comparison every entry plans
-HEAD = {"top3": ("top3-n2055", "plain+f5 lo:plain+f5 +retrieval"),
-        "minilm": ("minilm-n600", "plain+f5 lo:plain+f5 +retrieval"),
-        "steps": ("steps-n600", "plain+f5 lo:plain+f5 +retrieval"),
-        "generated": ("generated-n600", "plain+f5 lo:plain+f5 +retrieval"),  # read after its own lines
-        "expanded": ("expanded-n600", "plain+f5 lo:plain+f5 +retrieval"),
-        "rerank": ("rerank-n1000", "plain+f5 lo:plain+f5 +retrieval"),
-        "rerank-ceiling": ("rerank-ceiling-n1000", "plain+f5 lo:plain+f5 +retrieval"),
-        "oracle-paragraphs": ("oracle-paragraphs-n1000", "plain+f5 lo:plain+f5 +retrieval")}
+HEAD_CV = Path(__file__).parent / "results" / "head_cv.json"
+# feature set -> the head_cv.json entry whose ROW (the plain+f5 head, the comparison every entry
+# plans; for generated/ read after the model's own lines) is quoted beside it
+HEAD = {"top3": "top3-n2055", "minilm": "minilm-n600", "steps": "steps-n600", "generated": "generated-n600",
+        "expanded": "expanded-n600", "rerank": "rerank-n1000", "rerank-ceiling": "rerank-ceiling-n1000",
+        "oracle-paragraphs": "oracle-paragraphs-n1000"}
+ROW = "plain+f5 lo:plain+f5 +retrieval"
 
 
 def records(name: str, limit: int):
@@ -69,14 +68,12 @@ def shares(rec: dict, gold: set[str]) -> tuple[float, bool, float, int]:
             float(np.mean([f["source"] == "train-facts" for f in facts])), len(facts))
 
 
-def head_gain(entry: str, row: str) -> dict | None:
-    """The accuracy and paired gain over no retrieval of ``row`` in head_cv.json's ``entry``
-    (None when either is missing); at that entry's own number of questions."""
-    d = json.loads((Path(__file__).parent / "results" / "head_cv.json").read_text(encoding="utf-8")).get(entry)
-    if d is None:
-        return None
-    for r in d["rows"]:
-        if r["name"] == row:
+def head_gain(entries: dict, entry: str) -> dict | None:
+    """The accuracy and paired gain over no retrieval of ``ROW`` in ``entries[entry]`` (head_cv.json
+    read), None when either is missing; at that entry's own number of questions."""
+    d = entries.get(entry)
+    for r in (d or {}).get("rows", []):
+        if r["name"] == ROW:
             return {"entry": entry, "questions": d["n"], "accuracy": r["accuracy"], "minus_plain": r["minus_plain"]}
     return None
 
@@ -85,7 +82,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=1000)
     a = ap.parse_args()
-    gold = {q.qid: set().union(*annotator_evidence(q.evidence)) for q in load_questions("train-2061") if q.evidence}
+    gold = {q.qid: gold_paragraph_ids(q) for q in load_questions("train-2061") if q.evidence}
+    entries = json.loads(HEAD_CV.read_text(encoding="utf-8"))
     rows = []
     for name in HEAD:
         per = {r["qid"]: shares(r, gold[r["qid"]]) for r in records(name, a.limit) if gold.get(r["qid"])}
@@ -99,7 +97,7 @@ def main() -> int:
             row[label] = {"questions": len(qids), "gold_fact_share": round(float(v[:, 0].mean()), 3),
                           "any_gold_fact": round(float(v[:, 1].mean()), 3),
                           "train_fact_share": round(float(v[:, 2].mean()), 3), "facts": round(float(v[:, 3].mean()), 2)}
-        row["head"] = head_gain(*HEAD[name])
+        row["head"] = head_gain(entries, HEAD[name])
         rows.append(row)
         print(json.dumps(row), flush=True)
     out = {"split": "train-2061", "command": f"python bench/gold_paragraph_share.py --limit {a.limit}",

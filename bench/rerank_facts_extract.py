@@ -47,17 +47,18 @@ class CeilingChoice:
     def __init__(self, index_dir: str):
         from rerank_proxy import candidates, greedy_ceiling
 
-        from sqa.features import FactSelector, FactSettings
+        from sqa.features import FactSettings
         from sqa.pipeline import make_retriever, open_index
         from sqa.reasoner.facts import default_annotated_facts
 
         self.settings = FactSettings(sentence_paragraphs=3)
         self.ann = default_annotated_facts()
-        self.selector = FactSelector(make_retriever(open_index(index_dir), "ours"), self.settings, self.ann)
+        self.retriever = make_retriever(open_index(index_dir), "ours")
         self._candidates, self._greedy = candidates, greedy_ceiling
 
     def pick(self, q) -> list[Fact]:
-        _, hits = self.selector.select(q)
+        # the question's top-k, as the shipped selection retrieves it (WikipediaFacts.select)
+        hits = self.retriever.retrieve(q.question, [], self.settings.k)
         pool = self._candidates(q, hits, self.ann, self.settings)
         return [Fact(pool[i][0], pool[i][1], pool[i][2]["ref"], float(pool[i][2]["bm25"]))
                 for i in self._greedy(q, pool)]
@@ -113,7 +114,7 @@ def main() -> int:
     extend(a.out, a.split, recs, {**meta, "made_by": {
         "script": "bench/rerank_facts_extract.py", "base": str(a.base), "selection": a.variant,
         "facts": ("ORACLE: the best 5 of the pool for the question's annotated facts (greedy on the proxy, "
-                  "bench/rerank_proxy.py), in choice order" if a.variant == "ceiling" else
+                  "bench/rerank_proxy.py), in choice order" if ceiling else
                   "the learned re-ranker's out-of-fold choice (bench/rerank_proxy.py), best first") + "; read-outs f1..f5",
         "plain": "state and log-odds copied from the base record (same model and prompt)",
         "started": time.strftime("%Y-%m-%d")}}, one)
