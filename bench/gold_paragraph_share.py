@@ -14,7 +14,10 @@ as many as the set holds; questions without annotated evidence left out):
   annotated evidence paragraphs (any annotator; ``fact_selection.gold_paragraph_ids``);
 - ``any_gold_fact``: whether at least one shown fact is;
 - ``train_fact_share``: the share that are train-2061 annotated facts of other questions;
-- ``facts``: facts shown (the record's ``facts``: for ``generated/`` also the model's own lines).
+- ``facts``: facts shown (the record's ``facts``: for ``generated/`` also the model's own lines);
+- ``new_info_recall``: bench/fact_selection.py's proxy of the same shown facts (questions whose
+  annotated facts add no word to the question left out of its mean), so both proxies come from
+  one command on the same questions.
 
 Rows are given on each set's own questions and on the first 600, which every set holds, so the
 sets compare on the same questions. The head's out-of-fold gain over no retrieval is quoted
@@ -32,7 +35,7 @@ import numpy as np
 
 from sqa.strategyqa import load_questions
 
-from fact_selection import gold_paragraph_ids  # bench/ is on sys.path when this runs as a script
+from fact_selection import gold_paragraph_ids, new_info_recall  # bench/ is on sys.path when this runs as a script
 
 FEATURES = Path(__file__).parent / "results" / "features"
 RESULTS = Path(__file__).parent / "results" / "gold_paragraph_share.json"
@@ -82,11 +85,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=1000)
     a = ap.parse_args()
-    gold = {q.qid: gold_paragraph_ids(q) for q in load_questions("train-2061") if q.evidence}
+    questions = {q.qid: q for q in load_questions("train-2061")}
+    gold = {qid: gold_paragraph_ids(q) for qid, q in questions.items() if q.evidence}
     entries = json.loads(HEAD_CV.read_text(encoding="utf-8"))
     rows = []
     for name in HEAD:
-        per = {r["qid"]: shares(r, gold[r["qid"]]) for r in records(name, a.limit) if gold.get(r["qid"])}
+        per, recall = {}, {}
+        for r in records(name, a.limit):
+            q = questions[r["qid"]]
+            if gold.get(q.qid):
+                per[q.qid] = shares(r, gold[q.qid])
+                recall[q.qid] = new_info_recall(q.question, list(q.facts), [f["text"] for f in r["facts"]])
         if not per:
             print(f"error: no records in {FEATURES / name}", file=sys.stderr)
             return 2
@@ -96,7 +105,8 @@ def main() -> int:
             v = np.array([per[q] for q in qids], dtype=float)
             row[label] = {"questions": len(qids), "gold_fact_share": round(float(v[:, 0].mean()), 3),
                           "any_gold_fact": round(float(v[:, 1].mean()), 3),
-                          "train_fact_share": round(float(v[:, 2].mean()), 3), "facts": round(float(v[:, 3].mean()), 2)}
+                          "train_fact_share": round(float(v[:, 2].mean()), 3), "facts": round(float(v[:, 3].mean()), 2),
+                          "new_info_recall": round(float(np.mean([recall[q] for q in qids if recall[q] is not None])), 3)}
         row["head"] = head_gain(entries, HEAD[name])
         rows.append(row)
         print(json.dumps(row), flush=True)
