@@ -79,9 +79,10 @@ class CeilingChoice:
             if not ids:
                 raise SqaError(f"question {q.qid}: no annotated evidence for --variant ceiling-paragraphs")
             hits = [Hit(paragraph=p, score=0.0, rank=i) for i, p in enumerate(self.backend.get(ids), start=1)]
-            pool = [(c.text, "oracle-paragraphs", {"ref": c.ref}) for c in
-                    _sentence_candidates(hits, self.settings.max_words)]
-            return [Fact(pool[i][0], pool[i][1], pool[i][2]["ref"], 0.0) for i in self._greedy(q, pool)]
+            cands = _sentence_candidates(hits, self.settings.max_words)
+            # greedy_ceiling reads only each pool entry's text (entry[0])
+            return [Fact(cands[i].text, "oracle-paragraphs", cands[i].ref, 0.0)
+                    for i in self._greedy(q, [(c.text,) for c in cands])]
         # the question's top-k, as the shipped selection retrieves it (WikipediaFacts.select)
         hits = self.retriever.retrieve(q.question, [], self.settings.k)
         pool = self._candidates(q, hits, self.ann, self.settings)
