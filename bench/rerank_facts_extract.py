@@ -4,6 +4,10 @@ questions and folds.
 
     python bench/rerank_proxy.py --index-dir INDEX_DIR --dump runs/rerank_selection.jsonl
     python bench/rerank_facts_extract.py --selection runs/rerank_selection.jsonl --out runs/head_rerank --limit 1000
+    python bench/rerank_proxy.py --index-dir INDEX_DIR --pool-paragraphs 10 --extra-features \
+        --out bench/results/rerank_proxy_wide.json --dump runs/rerank_wide_selection.jsonl
+    python bench/rerank_facts_extract.py --selection runs/rerank_wide_selection.jsonl \
+        --proxy-results bench/results/rerank_proxy_wide.json --out runs/head_rerank_wide --limit 1000
     python bench/rerank_facts_extract.py --variant ceiling --index-dir INDEX_DIR --out runs/head_rerank_ceiling --limit 1000
     python bench/rerank_facts_extract.py --variant ceiling-paragraphs --index-dir INDEX_DIR --out runs/head_ceiling_paragraphs --limit 1000
     python bench/head_cv.py --features runs/head_rerank --limit 1000 \\
@@ -16,7 +20,8 @@ in release order without the demonstration questions), in its order:
    ``learned-any``: the 5 candidates with the highest predicted coverage of the annotated facts'
    new words, best first, from the same pool the shipped selection ranks: the sentences of the
    best 3 of the top-10 paragraphs and the 20 best train-2061 annotated facts of other questions by
-   BM25). The re-ranker that chose them was trained without the question's StrategyQA term (5
+   BM25; or, for a selection dumped with ``--pool-paragraphs 10``, the wide pool: the sentences of
+   all 10). The re-ranker that chose them was trained without the question's StrategyQA term (5
    folds grouped by term). ``--variant ceiling`` (an ORACLE, a diagnostic): the 5 of the same pool
    chosen greedily to cover the question's own annotated facts' new words, what no re-ranker of
    this pool can beat on the proxy. ``--variant ceiling-paragraphs`` (a double ORACLE): the 5
@@ -94,6 +99,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", type=Path, default=Path("bench/results/features/top3"))
     ap.add_argument("--selection", type=Path, help="bench/rerank_proxy.py --dump's file (the learned variants)")
+    ap.add_argument("--proxy-results", type=Path, help="the results file of the bench/rerank_proxy.py run that wrote "
+                    "--selection: its command, pool and re-ranker features are recorded in meta.json")
     ap.add_argument("--index-dir", help="the mini index (--variant ceiling: the pool is rebuilt per question)")
     ap.add_argument("--variant", default="learned-any", choices=("learned-any", "learned-quota", "ceiling", "ceiling-paragraphs"),
                     help="ceiling: the best 5 of the same pool chosen with the question's annotated facts "
@@ -127,6 +134,7 @@ def main() -> int:
 
         def choose(q) -> list[Fact]:
             return chosen[q.qid]
+    proxy = json.loads(a.proxy_results.read_text(encoding="utf-8")) if a.proxy_results else None
     model = load_model(a.model)
 
     def one(base: dict) -> dict:
@@ -147,6 +155,7 @@ def main() -> int:
                   "bench/rerank_proxy.py), in choice order" if ceiling else
                   "the learned re-ranker's out-of-fold choice (bench/rerank_proxy.py), best first") + "; read-outs f1..f5",
         "plain": "state and log-odds copied from the base record (same model and prompt)",
+        **({"selection_made_by": {k: proxy[k] for k in ("command", "pool", "features", "model")}} if proxy else {}),
         "started": time.strftime("%Y-%m-%d")}}, one)
     return 0
 

@@ -27,6 +27,15 @@ shown fact; the oracle facts themselves score 1.0):
 - ``ceiling``: the best 5 of the pool chosen *with* the annotated facts (greedy on the proxy
   itself): what no re-ranker of this pool can beat.
 
+``--pool-paragraphs 10`` (the wide pool, session 22) takes the Wikipedia candidates from all of the
+question's top-10 paragraphs instead of the best 3 (the top 10 hold an annotated evidence paragraph
+far more often than the top 3; the ``shipped`` row stays the shipped selection), and
+``--extra-features`` gives the re-ranker three more (``EXTRA_FEATURES``: the paragraph's BM25
+relative to the question's best, the share of its title's words in the question, the sentence's
+cosine relative to its paragraph's best). Each row also gives the share of the 5 shown facts that
+come from one of the question's annotated evidence paragraphs (every annotator's), the measure that
+ordered the head's gains at 1,000 questions better than the recall (bench/results/notes.md).
+
 The reading of the rows against the answer head (bench/results/notes.md): +0.043 of this proxy
 (the expanded query) gave no head gain at 600 questions, and the oracle facts (1.0) give the
 largest known gain. So a re-ranker is worth a feature extraction only if it moves the proxy by
@@ -37,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import re
 import sys
 import time
@@ -61,12 +71,25 @@ content_words = fact_selection.content_words = lru_cache(maxsize=None)(fact_sele
 TRAIN_POOL = 20
 FEATURES = ("is_train", "bm25", "bm25_rel", "rank", "para_rank", "sent_pos", "words", "new_words",
             "q_words_covered", "q_share_covered", "digits", "cosine", "cosine_rel")
+# --extra-features (the wide pool's re-ranker): the paragraph's own BM25 score relative to the
+# question's best, the share of its title's content words found in the question, the sentence's
+# MiniLM cosine relative to the best of its own paragraph, and the whole paragraph's MiniLM cosine
+# with the question and its rank by it among the pool's paragraphs (-1 for train facts)
+EXTRA_FEATURES = ("para_score_rel", "title_in_q", "cosine_para_rel", "para_cosine", "para_cosine_rank")
 
 
 def candidates(q, hits, ann, settings: FactSettings):
-    """[(text, source, feature dict)] of one question's pool (see the module doc)."""
+    """[(text, source, feature dict)] of one question's pool (see the module doc): the sentences
+    of the best ``settings.sentence_paragraphs`` of ``hits`` and the ``TRAIN_POOL`` best train
+    facts. Every feature of ``FEATURES`` but the cosines (set by the caller) and those of
+    ``EXTRA_FEATURES`` but ``cosine_para_rel``."""
     out = []
     top = hits[: settings.sentence_paragraphs or settings.k]
+    top_score = max((h.score for h in top), default=0.0) or 1.0
+    qw_all = content_words(q.question)
+    title_share = {h.evidence_id: len(content_words(h.paragraph.title) & qw_all) / max(1, len(content_words(h.paragraph.title)))
+                   for h in top}
+    para_score = {h.evidence_id: h.score / top_score for h in top}
     wiki = _sentence_candidates(top, settings.max_words)
     para_rank = {h.evidence_id: i for i, h in enumerate(top)}
     pos: dict[str, int] = {}
@@ -75,10 +98,12 @@ def candidates(q, hits, ann, settings: FactSettings):
     for i, c in enumerate(wiki):
         p = pos[c.ref] = pos.get(c.ref, -1) + 1
         out.append((c.text, "wikipedia", {"ref": c.ref, "is_train": 0, "bm25": bm.get(i, 0.0), "rank": order.get(i, len(wiki)),
-                                          "para_rank": para_rank[c.ref], "sent_pos": p}))
+                                          "para_rank": para_rank[c.ref], "sent_pos": p,
+                                          "para_score_rel": para_score[c.ref], "title_in_q": title_share[c.ref]}))
     train = ann.select(q.question, TRAIN_POOL, exclude_qids=[q.qid])
     for r, f in enumerate(train):
-        out.append((f.text, "train-facts", {"ref": f.ref, "is_train": 1, "bm25": f.score, "rank": r, "para_rank": -1, "sent_pos": -1}))
+        out.append((f.text, "train-facts", {"ref": f.ref, "is_train": 1, "bm25": f.score, "rank": r, "para_rank": -1, "sent_pos": -1,
+                                            "para_score_rel": -1.0, "title_in_q": -1.0}))
     qw = content_words(q.question)
     for src in ("wikipedia", "train-facts"):
         top_bm = max((d["bm25"] for _, s, d in out if s == src), default=0.0) or 1.0
@@ -129,6 +154,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index-dir", required=True)
     ap.add_argument("--limit", type=int, default=2055)
+    ap.add_argument("--pool-paragraphs", type=int, default=3,
+                    help="the Wikipedia sentences of the pool come from this many of the question's top-10 paragraphs "
+                         "(3: the shipped selection's pool; 10: the wide pool)")
+    ap.add_argument("--extra-features", action="store_true", help=f"add {', '.join(EXTRA_FEATURES)} to the re-ranker's features")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="the results file (default bench/results/rerank_proxy.json)")
+    ap.add_argument("--gold-weight", type=float, default=0.0,
+                    help="the re-ranker's target is a candidate's coverage plus this much when it comes from one of "
+                         "the question's annotated evidence paragraphs (0: coverage alone, as in session 17)")
+    ap.add_argument("--pools", type=Path, default=None,
+                    help="a pickle of the built pools: read when it exists (same questions and pool), written otherwise, "
+                         "so that re-ranker settings are compared in seconds")
     ap.add_argument("--dump", default=None, help="write each question's out-of-fold learned selections here "
                     "(JSON lines: qid, learned-quota and learned-any facts) for bench/rerank_facts_extract.py")
     a = ap.parse_args()
@@ -138,29 +174,55 @@ def main() -> int:
     from sqa.retriever.minilm import default_encoder
 
     t0 = time.perf_counter()
-    settings = FactSettings(sentence_paragraphs=3)
+    settings = FactSettings(sentence_paragraphs=a.pool_paragraphs)
+    features = FEATURES + (EXTRA_FEATURES if a.extra_features else ())
     demos = demo_qids()
     qs = [q for q in load_questions("train-2061") if q.qid not in demos][: a.limit]
     retriever = make_retriever(open_index(a.index_dir), "ours")
     ann = default_annotated_facts()
     encode = default_encoder()
-    selector = FactSelector(retriever, settings, ann)
-    pools, shipped = [], []
-    for qi, q in enumerate(qs):
+    selector = FactSelector(retriever, FactSettings(sentence_paragraphs=3), ann)  # the shipped selection
+    pools, shipped, shipped_facts = [], [], []
+    cache_key = {"qids": [q.qid for q in qs], "pool_paragraphs": a.pool_paragraphs, "index": index_info(a.index_dir)}
+    if a.pools and a.pools.exists():
+        with open(a.pools, "rb") as fh:
+            cached = pickle.load(fh)
+        if cached["key"] != cache_key:
+            raise SystemExit(f"error: {a.pools}: built for other questions, pool or index; give another --pools path")
+        pools, shipped, shipped_facts = cached["pools"], cached["shipped"], cached["shipped_facts"]
+        print(f"{len(pools)} pools read from {a.pools}", flush=True)
+    for qi, q in enumerate(qs if not pools else []):
         facts, hits = selector.select(q)  # the shipped selection, and the question's top-k it read
         shipped.append([f.text for f in facts])
+        shipped_facts.append(facts)
         pool = candidates(q, hits, ann, settings)
         emb = np.asarray(encode([q.question] + [t for t, _, _ in pool]), dtype=np.float32)
         cos = emb[1:] @ emb[0]
         top_cos = float(cos.max()) if len(cos) else 1.0
+        best_in_para: dict[str, float] = {}
         for (t, s, d), c in zip(pool, cos):
             d.update(cosine=float(c), cosine_rel=float(c) / (top_cos or 1.0))
+            best_in_para[d["ref"]] = max(best_in_para.get(d["ref"], -1.0), float(c))
+        top = hits[: settings.sentence_paragraphs]
+        pemb = np.asarray(encode([q.question] + [f"{h.paragraph.title}: {h.paragraph.text}" for h in top]), dtype=np.float32)
+        pcos = {h.evidence_id: float(c) for h, c in zip(top, pemb[1:] @ pemb[0])}
+        prank = {e: r for r, e in enumerate(sorted(pcos, key=lambda e: -pcos[e]))}
+        for (t, s, d), c in zip(pool, cos):
+            wiki = s == "wikipedia"
+            d["cosine_para_rel"] = float(c) / (best_in_para[d["ref"]] or 1.0) if wiki else -1.0
+            d["para_cosine"] = pcos[d["ref"]] if wiki else -1.0
+            d["para_cosine_rank"] = prank[d["ref"]] if wiki else -1
         pools.append(pool)
         if qi % 200 == 0:
             print(f"{qi}/{len(qs)} pools, {time.perf_counter() - t0:.0f} s", flush=True)
-    X = np.array([[d[f] for f in FEATURES] for pool in pools for _, _, d in pool], dtype=np.float64)
+    if a.pools and not a.pools.exists():
+        with open(a.pools, "wb") as fh:
+            pickle.dump({"key": cache_key, "pools": pools, "shipped": shipped, "shipped_facts": shipped_facts}, fh)
+    X = np.array([[d[f] for f in features] for pool in pools for _, _, d in pool], dtype=np.float64)
     golds = [gold_new_words(q.question, list(q.facts)) for q in qs]
-    y = np.array([coverage(g, t) for g, pool in zip(golds, pools) for t, _, _ in pool])
+    gold_ids = [fact_selection.gold_paragraph_ids(q) for q in qs]
+    y = np.array([coverage(g, t) + a.gold_weight * (s == "wikipedia" and d["ref"] in gi)
+                  for g, gi, pool in zip(golds, gold_ids, pools) for t, s, d in pool])
     owner = np.array([qi for qi, pool in enumerate(pools) for _ in pool])
     terms = {t: i for i, t in enumerate(sorted({q.term for q in qs}))}
     groups = np.array([terms[qs[qi].term] for qi in owner])
@@ -183,9 +245,13 @@ def main() -> int:
                     {"text": pool[i][0], "source": pool[i][1], "ref": pool[i][2]["ref"], "score": round(float(p[i]), 4)}
                     for i in sel[name][qi]] for name in ("learned-quota", "learned-any")}}) + "\n")
     recs = {"shipped": [new_info_recall(q.question, list(q.facts), texts) for q, texts in zip(qs, shipped)]}
+    gold_share = {"shipped": [np.mean([f.source == "wikipedia" and f.ref in g for f in facts])
+                              for g, facts in zip(gold_ids, shipped_facts)]}
     for name, picks in sel.items():
         recs[name] = [new_info_recall(q.question, list(q.facts), [pool[i][0] for i in ix])
                       for q, pool, ix in zip(qs, pools, picks)]
+        gold_share[name] = [np.mean([pool[i][1] == "wikipedia" and pool[i][2]["ref"] in g for i in ix])
+                            for g, pool, ix in zip(gold_ids, pools, picks)]
     keep = [i for i, r in enumerate(recs["shipped"]) if r is not None]
     base = np.array([recs["shipped"][i] for i in keep])
     rows = []
@@ -197,6 +263,7 @@ def main() -> int:
                      "se": round(float(v.std(ddof=1) / np.sqrt(len(v))), 4),
                      "minus_shipped": round(float(d.mean()), 4),
                      "minus_shipped_95": [round(float(d.mean() - 1.96 * se), 4), round(float(d.mean() + 1.96 * se), 4)]})
+        rows[-1]["shown_from_annotated_paragraphs"] = round(float(np.mean([gold_share[name][i] for i in keep])), 3)
         if name in sel:
             rows[-1]["wikipedia_share"] = round(float(np.mean([pools[i][j][1] == "wikipedia"
                                                                 for i in keep for j in sel[name][i]])), 3)
@@ -205,17 +272,25 @@ def main() -> int:
            "selection": "first N in release order without the 6 demonstration questions (questions whose facts add "
                         "no word left out of the means)",
            "index": index_info(a.index_dir),
-           "pool": {"wikipedia": "sentences of the best 3 of the top-10 paragraphs (FactSettings(sentence_paragraphs=3))",
+           "pool": {"wikipedia": f"sentences of the best {a.pool_paragraphs} of the top-10 paragraphs "
+                                 f"(FactSettings(sentence_paragraphs={a.pool_paragraphs}))",
+                    "questions_with_an_annotated_paragraph_in_pool": round(float(np.mean(
+                        [any(d["ref"] in g for _, s, d in pool if s == "wikipedia") for g, pool in zip(gold_ids, pools)])), 3),
                     "train_facts": f"the {TRAIN_POOL} best train-2061 annotated facts by BM25, the question's own left out",
                     "mean_candidates": round(float(np.mean([len(p) for p in pools])), 1)},
-           "shown": 5, "features": list(FEATURES),
+           "shown": 5, "features": list(features),
            "model": "sklearn HistGradientBoostingRegressor(max_iter=200, learning_rate=0.05), target = best "
-                    "annotated-fact new-word coverage, out-of-fold over GroupKFold(5) by term",
-           "command": f"python bench/rerank_proxy.py --index-dir INDEX_DIR --limit {a.limit}",
+                    "annotated-fact new-word coverage" + (f" + {a.gold_weight:g} if from an annotated evidence paragraph"
+                                                           if a.gold_weight else "") + ", out-of-fold over GroupKFold(5) by term",
+           "command": f"python bench/rerank_proxy.py --index-dir INDEX_DIR --limit {a.limit}"
+                      + (f" --pool-paragraphs {a.pool_paragraphs}" if a.pool_paragraphs != 3 else "")
+                      + (" --extra-features" if a.extra_features else "")
+                      + (f" --gold-weight {a.gold_weight:g}" if a.gold_weight else "")
+                      + (f" --out {a.out.as_posix()}" if a.out != RESULTS else ""),
            "metric": "new-information recall of the annotated facts (bench/fact_selection.py)",
            "seconds": round(time.perf_counter() - t0, 1), "rows": rows}
-    RESULTS.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    print(f"-> {RESULTS}")
+    a.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    print(f"-> {a.out}")
     return 0
 
 
