@@ -73,8 +73,9 @@ FEATURES = ("is_train", "bm25", "bm25_rel", "rank", "para_rank", "sent_pos", "wo
             "q_words_covered", "q_share_covered", "digits", "cosine", "cosine_rel")
 # --extra-features (the wide pool's re-ranker): the paragraph's own BM25 score relative to the
 # question's best, the share of its title's content words found in the question, the sentence's
-# MiniLM cosine relative to the best of its own paragraph, and the whole paragraph's MiniLM cosine
-# with the question and its rank by it among the pool's paragraphs (-1 for train facts)
+# MiniLM cosine relative to the best of its own paragraph, and the paragraph's MiniLM cosine with
+# the question (its sentences' mean embedding) and its rank by it among the pool's paragraphs (-1
+# for train facts)
 EXTRA_FEATURES = ("para_score_rel", "title_in_q", "cosine_para_rel", "para_cosine", "para_cosine_rank")
 
 
@@ -203,9 +204,14 @@ def main() -> int:
         for (t, s, d), c in zip(pool, cos):
             d.update(cosine=float(c), cosine_rel=float(c) / (top_cos or 1.0))
             best_in_para[d["ref"]] = max(best_in_para.get(d["ref"], -1.0), float(c))
-        top = hits[: settings.sentence_paragraphs]
-        pemb = np.asarray(encode([q.question] + [f"{h.paragraph.title}: {h.paragraph.text}" for h in top]), dtype=np.float32)
-        pcos = {h.evidence_id: float(c) for h, c in zip(top, pemb[1:] @ pemb[0])}
+        # a paragraph's embedding: the normalised mean of its sentences' (no second encoder pass,
+        # which doubled the time a question)
+        pcos = {}
+        for ref in best_in_para:
+            rows = [j for j, (_, s, d) in enumerate(pool) if s == "wikipedia" and d["ref"] == ref]
+            if rows:
+                m = emb[1:][rows].mean(axis=0)
+                pcos[ref] = float(m @ emb[0] / (np.linalg.norm(m) or 1.0))
         prank = {e: r for r, e in enumerate(sorted(pcos, key=lambda e: -pcos[e]))}
         for (t, s, d), c in zip(pool, cos):
             wiki = s == "wikipedia"
