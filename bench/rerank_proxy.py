@@ -292,7 +292,9 @@ def main() -> int:
                       + (f" --pool-paragraphs {a.pool_paragraphs}" if a.pool_paragraphs != 3 else "")
                       + (" --extra-features" if a.extra_features else "")
                       + (f" --gold-weight {a.gold_weight:g}" if a.gold_weight else "")
-                      + (f" --out {a.out.as_posix()}" if a.out != RESULTS else ""),
+                      + (f" --pools {a.pools.as_posix()}" if a.pools else "")
+                      + (f" --out {a.out.as_posix()}" if a.out != RESULTS else "")
+                      + (f" --dump {a.dump}" if a.dump else ""),
            "metric": "new-information recall of the annotated facts (bench/fact_selection.py)",
            "seconds": round(time.perf_counter() - t0, 1), "rows": rows}
     a.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
