@@ -30,9 +30,9 @@ shown fact; the oracle facts themselves score 1.0):
 ``--pool-paragraphs 10`` (the wide pool, session 22) takes the Wikipedia candidates from all of the
 question's top-10 paragraphs instead of the best 3 (the top 10 hold an annotated evidence paragraph
 far more often than the top 3; the ``shipped`` row stays the shipped selection), and
-``--extra-features`` gives the re-ranker three more (``EXTRA_FEATURES``: the paragraph's BM25
-relative to the question's best, the share of its title's words in the question, the sentence's
-cosine relative to its paragraph's best). Each row also gives the share of the 5 shown facts that
+``--extra-features`` gives the re-ranker five more (``EXTRA_FEATURES``). ``--gold-weight W`` adds W
+to the target of a candidate from an annotated evidence paragraph, and ``--pools`` keeps the built
+pools so that settings compare in seconds. Each row also gives the share of the 5 shown facts that
 come from one of the question's annotated evidence paragraphs (every annotator's), the measure that
 ordered the head's gains at 1,000 questions better than the recall (bench/results/notes.md).
 
@@ -82,13 +82,13 @@ EXTRA_FEATURES = ("para_score_rel", "title_in_q", "cosine_para_rel", "para_cosin
 def candidates(q, hits, ann, settings: FactSettings):
     """[(text, source, feature dict)] of one question's pool (see the module doc): the sentences
     of the best ``settings.sentence_paragraphs`` of ``hits`` and the ``TRAIN_POOL`` best train
-    facts. Every feature of ``FEATURES`` but the cosines (set by the caller) and those of
-    ``EXTRA_FEATURES`` but ``cosine_para_rel``."""
+    facts. Every feature but the MiniLM ones (``cosine``, ``cosine_rel``, ``cosine_para_rel``,
+    ``para_cosine``, ``para_cosine_rank``), which the caller sets."""
     out = []
     top = hits[: settings.sentence_paragraphs or settings.k]
     top_score = max((h.score for h in top), default=0.0) or 1.0
-    qw_all = content_words(q.question)
-    title_share = {h.evidence_id: len(content_words(h.paragraph.title) & qw_all) / max(1, len(content_words(h.paragraph.title)))
+    qw = content_words(q.question)
+    title_share = {h.evidence_id: len(content_words(h.paragraph.title) & qw) / max(1, len(content_words(h.paragraph.title)))
                    for h in top}
     para_score = {h.evidence_id: h.score / top_score for h in top}
     wiki = _sentence_candidates(top, settings.max_words)
@@ -105,7 +105,6 @@ def candidates(q, hits, ann, settings: FactSettings):
     for r, f in enumerate(train):
         out.append((f.text, "train-facts", {"ref": f.ref, "is_train": 1, "bm25": f.score, "rank": r, "para_rank": -1, "sent_pos": -1,
                                             "para_score_rel": -1.0, "title_in_q": -1.0}))
-    qw = content_words(q.question)
     for src in ("wikipedia", "train-facts"):
         top_bm = max((d["bm25"] for _, s, d in out if s == src), default=0.0) or 1.0
         for _, s, d in out:
@@ -183,35 +182,34 @@ def main() -> int:
     ann = default_annotated_facts()
     encode = default_encoder()
     selector = FactSelector(retriever, FactSettings(sentence_paragraphs=3), ann)  # the shipped selection
-    pools, shipped, shipped_facts = [], [], []
+    pools, shipped_facts = [], []
     cache_key = {"qids": [q.qid for q in qs], "pool_paragraphs": a.pool_paragraphs, "index": index_info(a.index_dir)}
     if a.pools and a.pools.exists():
         with open(a.pools, "rb") as fh:
             cached = pickle.load(fh)
         if cached["key"] != cache_key:
             raise SystemExit(f"error: {a.pools}: built for other questions, pool or index; give another --pools path")
-        pools, shipped, shipped_facts = cached["pools"], cached["shipped"], cached["shipped_facts"]
+        pools, shipped_facts = cached["pools"], cached["shipped_facts"]
         print(f"{len(pools)} pools read from {a.pools}", flush=True)
     for qi, q in enumerate(qs if not pools else []):
         facts, hits = selector.select(q)  # the shipped selection, and the question's top-k it read
-        shipped.append([f.text for f in facts])
         shipped_facts.append(facts)
         pool = candidates(q, hits, ann, settings)
         emb = np.asarray(encode([q.question] + [t for t, _, _ in pool]), dtype=np.float32)
         cos = emb[1:] @ emb[0]
         top_cos = float(cos.max()) if len(cos) else 1.0
-        best_in_para: dict[str, float] = {}
-        for (t, s, d), c in zip(pool, cos):
+        rows_of: dict[str, list[int]] = {}  # each paragraph's sentences (pool positions)
+        for j, ((t, s, d), c) in enumerate(zip(pool, cos)):
             d.update(cosine=float(c), cosine_rel=float(c) / (top_cos or 1.0))
-            best_in_para[d["ref"]] = max(best_in_para.get(d["ref"], -1.0), float(c))
+            if s == "wikipedia":
+                rows_of.setdefault(d["ref"], []).append(j)
+        best_in_para = {ref: float(cos[rows].max()) for ref, rows in rows_of.items()}
         # a paragraph's embedding: the normalised mean of its sentences' (no second encoder pass,
         # which doubled the time a question)
         pcos = {}
-        for ref in best_in_para:
-            rows = [j for j, (_, s, d) in enumerate(pool) if s == "wikipedia" and d["ref"] == ref]
-            if rows:
-                m = emb[1:][rows].mean(axis=0)
-                pcos[ref] = float(m @ emb[0] / (np.linalg.norm(m) or 1.0))
+        for ref, rows in rows_of.items():
+            m = emb[1:][rows].mean(axis=0)
+            pcos[ref] = float(m @ emb[0] / (np.linalg.norm(m) or 1.0))
         prank = {e: r for r, e in enumerate(sorted(pcos, key=lambda e: -pcos[e]))}
         for (t, s, d), c in zip(pool, cos):
             wiki = s == "wikipedia"
@@ -223,7 +221,7 @@ def main() -> int:
             print(f"{qi}/{len(qs)} pools, {time.perf_counter() - t0:.0f} s", flush=True)
     if a.pools and not a.pools.exists():
         with open(a.pools, "wb") as fh:
-            pickle.dump({"key": cache_key, "pools": pools, "shipped": shipped, "shipped_facts": shipped_facts}, fh)
+            pickle.dump({"key": cache_key, "pools": pools, "shipped_facts": shipped_facts}, fh)
     X = np.array([[d[f] for f in features] for pool in pools for _, _, d in pool], dtype=np.float64)
     golds = [gold_new_words(q.question, list(q.facts)) for q in qs]
     gold_ids = [fact_selection.gold_paragraph_ids(q) for q in qs]
@@ -250,7 +248,8 @@ def main() -> int:
                 fh.write(json.dumps({"qid": q.qid, **{name: [
                     {"text": pool[i][0], "source": pool[i][1], "ref": pool[i][2]["ref"], "score": round(float(p[i]), 4)}
                     for i in sel[name][qi]] for name in ("learned-quota", "learned-any")}}) + "\n")
-    recs = {"shipped": [new_info_recall(q.question, list(q.facts), texts) for q, texts in zip(qs, shipped)]}
+    recs = {"shipped": [new_info_recall(q.question, list(q.facts), [f.text for f in facts])
+                        for q, facts in zip(qs, shipped_facts)]}
     gold_share = {"shipped": [np.mean([f.source == "wikipedia" and f.ref in g for f in facts])
                               for g, facts in zip(gold_ids, shipped_facts)]}
     for name, picks in sel.items():
