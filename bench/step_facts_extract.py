@@ -19,6 +19,10 @@ For each question of ``--base``'s file, in its order (so the first N are the sam
    depend on the facts, so its state and log-odds are copied from the base record (same model, same
    prompt version: checked).
 
+``--gold-steps`` (a diagnostic, the decomposition ORACLE: never a system input) skips step 1 and uses
+the question's own annotated StrategyQA decomposition instead, the paper's ORA-D idea: what per-step
+retrieval would give this reader if the decomposer were perfect. Everything else is unchanged.
+
 Each output line is a features record (``QuestionFeatures.to_dict``) plus ``steps`` (the
 decomposition) and ``n_step_facts``; ``bench/head_cv.py --features OUT --versus BASE:plain+f5``
 compares the two on the same questions and folds.
@@ -52,6 +56,8 @@ def main() -> int:
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--limit", type=int, default=600)
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--gold-steps", action="store_true",
+                    help="ORACLE: the question's annotated decomposition instead of the decomposer's (diagnostic)")
     a = ap.parse_args()
 
     meta, recs = load_base(a.base, a.split, a.start, a.limit)
@@ -60,12 +66,13 @@ def main() -> int:
     selector = FactSelector(retriever, FactSettings(sentence_paragraphs=meta["facts"]["sentence_paragraphs"],
                                                     step_facts=MAX_STEP_FACTS))
     model = load_model(a.model)
-    decompose = Decomposer(model, encode=selector.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache")
+    decompose = (None if a.gold_steps else
+                 Decomposer(model, encode=selector.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache"))
 
     def one(base: dict) -> dict:
         q = questions[base["qid"]]
         t = time.perf_counter()
-        steps = decompose(q.question, q.qid)
+        steps = list(q.decomposition) if a.gold_steps else decompose(q.question, q.qid)
         t_dec = time.perf_counter() - t
         t = time.perf_counter()
         step = selector.step_sentences(q, steps)
@@ -84,7 +91,8 @@ def main() -> int:
     extend(a.out, a.split, recs, {**meta, "facts": selector.settings.to_dict(), "made_by": {
         "script": "bench/step_facts_extract.py", "base": str(a.base),
         "plain": "state and log-odds copied from the base record (same model and prompt)",
-        "decomposer": "sqa.reasoner.decomposer.Decomposer: MiniLM-nearest 3 train-2061 demonstrations, nearest last"}},
+        "decomposer": ("ORACLE: the question's own annotated StrategyQA decomposition (--gold-steps)" if a.gold_steps else
+                       "sqa.reasoner.decomposer.Decomposer: MiniLM-nearest 3 train-2061 demonstrations, nearest last")}},
         one)
     return 0
 
