@@ -44,7 +44,8 @@ HEAD_CV = Path(__file__).parent / "results" / "head_cv.json"
 # plans; for generated/ read after the model's own lines) is quoted beside it
 HEAD = {"top3": "top3-n2055", "minilm": "minilm-n600", "steps": "steps-n600", "generated": "generated-n600",
         "expanded": "expanded-n600", "rerank": "rerank-n1000", "rerank-ceiling": "rerank-ceiling-n1000",
-        "oracle-paragraphs": "oracle-paragraphs-n1000", "ceiling-paragraphs": "ceiling-paragraphs-n1000"}
+        "oracle-paragraphs": "oracle-paragraphs-n1000", "ceiling-paragraphs": "ceiling-paragraphs-n1000",
+        "steps-gold": "steps-gold-n1000"}
 ROW = "plain+f5 lo:plain+f5 +retrieval"
 
 
