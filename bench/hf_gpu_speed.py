@@ -11,7 +11,7 @@ plain prompt and the facts prompt after 1..5 facts, first 200 train-2061 questio
 tokenizer). Speed does not depend on the weights' values, so the seconds are those of the real
 model's read; the read-outs themselves mean nothing.
 
-Rows (one warm-up batch first, each timed over all questions):
+Rows (each timed over all questions):
 - ``hidden_states`` per question (6 prompts a call: what ``read_question`` and ``sqa train-head``
   send today) and across questions in batches of 16 and 32 prompts;
 - the same without ``logits_to_keep`` (every position's logits computed: the code before session 24);

@@ -66,13 +66,16 @@ def main() -> int:
     selector = FactSelector(retriever, FactSettings(sentence_paragraphs=meta["facts"]["sentence_paragraphs"],
                                                     step_facts=MAX_STEP_FACTS))
     model = load_model(a.model)
-    decompose = (None if a.gold_steps else
-                 Decomposer(model, encode=selector.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache"))
+    if a.gold_steps:  # ORACLE: the question's own annotated decomposition (qid -> its steps)
+        def decompose(question: str, qid: str) -> list[str]:
+            return list(questions[qid].decomposition)
+    else:
+        decompose = Decomposer(model, encode=selector.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache")
 
     def one(base: dict) -> dict:
         q = questions[base["qid"]]
         t = time.perf_counter()
-        steps = list(q.decomposition) if a.gold_steps else decompose(q.question, q.qid)
+        steps = decompose(q.question, q.qid)
         t_dec = time.perf_counter() - t
         t = time.perf_counter()
         step = selector.step_sentences(q, steps)
