@@ -1,4 +1,4 @@
-"""Seconds per question of the reasoner (``sqa ask``'s pipeline) on dev questions, plus the raw
+"""Seconds per question of the reader (``sqa ask``'s pipeline) on dev questions, plus the raw
 llama.cpp speeds behind it; writes bench/results/ask.json (merging into what is there).
 
     python bench/ask.py --index-dir INDEX_DIR -n 10                  # preset facts (what `sqa ask` runs)
@@ -57,17 +57,17 @@ def speed(model, n_read: int = 256, n_gen: int = 64) -> dict:  # noqa: C901
             "note": "generate time includes reading the 17-token prompt"}
 
 
-def run(reasoner, questions, mode: str, label: str) -> dict:
+def run(reader, questions, mode: str, label: str) -> dict:
     rows = []
     load0 = [round(x, 2) for x in os.getloadavg()]
-    m = reasoner.model
+    m = reader.model
     with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                   TimeRemainingColumn(), transient=True) as bar:
         task = bar.add_task(label, total=len(questions), rate="")
         for q in questions:
             s0 = dict(getattr(m, "stats", {}))
             t = time.perf_counter()
-            r = reasoner.answer_batch([q], decomposition=mode)[0]
+            r = reader.answer_batch([q], decomposition=mode)[0]
             dt = time.perf_counter() - t
             s1 = getattr(m, "stats", {})
             rows.append({"qid": q.qid, "seconds": round(dt, 2), "correct": r.answer == q.answer, "gold": q.answer,
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     from sqa.paths import default_index_dir
     from sqa.pipeline import build_reader
     from sqa.presets import get_preset
-    from sqa.reasoner import load_model
+    from sqa.models import load_model
     from sqa.strategyqa import load_questions
 
     out_path = Path(args.out)

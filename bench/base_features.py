@@ -9,8 +9,8 @@ from typing import Callable, Sequence
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from sqa.features import append_record, read_done
-from sqa.reasoner.factreader import PROMPT_VERSION
+from sqa.facts.features import append_record, read_done
+from sqa.facts.prompt import PROMPT_VERSION
 
 from head_cv import load_records  # bench/ is on sys.path when a bench script runs
 

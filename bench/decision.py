@@ -1,7 +1,7 @@
 """Which P(yes) readings should make the steps reader's final yes/no? Compares the four readings
 the recorded steps runs hold (``transcript``, ``compact``, ``direct``, ``plain``; recorded by the
 reader before its decision was fixed to transcript+direct+plain) and their log-odds means.
-The analysis behind ``sqa.reasoner.reasoner.DECISION``; it reads recorded runs only.
+The analysis behind ``sqa.steps.reader.DECISION``; it reads recorded runs only.
 
 Usage (RUN_DIR: a run folder with its traces decompressed to traces.jsonl)::
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from sqa.reasoner.reasoner import combine_log_odds
+from sqa.steps.reader import combine_log_odds
 from sqa.strategyqa import load_questions, split_qids
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """Which train questions to show the decomposer of ``sqa ask --steps``: BM25-nearest (as before) or
-MiniLM-nearest (``sqa.reasoner.prompts.MiniLMDemoSelector``), scored by SARI against the gold
+MiniLM-nearest (``sqa.steps.prompts.MiniLMDemoSelector``), scored by SARI against the gold
 decompositions of dev questions. Writes bench/results/decomposition_demos.json.
 
     python bench/decomposition_demos.py --limit 50      # about 25 s a question for 3 settings on 2 cores
@@ -60,8 +60,8 @@ def main() -> int:
     done = [json.loads(line) for line in RECORDS.read_text().splitlines() if line.strip()] if RECORDS.exists() else []
     if not a.summarize_only:
         from sqa.eval.sari import decomposition_sari
-        from sqa.reasoner import prompts as P
-        from sqa.reasoner.models import load_model
+        from sqa.steps import prompts as P
+        from sqa.models.registry import load_model
         from sqa.strategyqa import load_questions
         from sqa.types import Question
 

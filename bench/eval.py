@@ -96,7 +96,7 @@ def main() -> int:
                                               "was not recorded)"}, with_load=False)
     else:
         from sqa.cli import main as sqa_main
-        from sqa.reasoner.models import DEFAULT_MODEL
+        from sqa.models.registry import DEFAULT_MODEL
 
         model = args.model or DEFAULT_MODEL
         out = HERE / "work" / f"eval-{args.split}-{args.preset}-{Path(model).name}-{args.limit}"

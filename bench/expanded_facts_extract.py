@@ -13,7 +13,7 @@ order (so the first N are the same questions):
 1. the expanded query is the question followed by the base record's generated lines (the model's
    greedy continuation of the facts prompt, at most 3 lines; no retrieval and no annotated fact of
    the question went into them);
-2. the facts are chosen exactly as the shipped ones (``sqa.features.FactSelector`` with the base's
+2. the facts are chosen exactly as the shipped ones (``sqa.facts.features.FactSelector`` with the base's
    settings: 3 Wikipedia sentences by BM25 from the best 3 of the top-10 paragraphs, 2 annotated
    train-2061 facts of other questions, interleaved), but with the expanded query in place of the
    question for the paragraphs, the sentences and the train facts;
@@ -35,11 +35,11 @@ import sys
 import time
 from pathlib import Path
 
-from sqa.features import FactSelector, FactSettings
+from sqa.facts.features import FactSelector, FactSettings
 from sqa.pipeline import index_info, make_retriever, open_index
-from sqa.reasoner.factreader import read_question
-from sqa.reasoner.facts import default_annotated_facts
-from sqa.reasoner.models import load_model
+from sqa.facts.prompt import read_question
+from sqa.facts.sources import default_annotated_facts
+from sqa.models.registry import load_model
 from sqa.strategyqa import load_questions
 
 from base_features import extend, load_base  # bench/ is on sys.path when this runs as a script

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sqa.features import FactSelector, FactSettings
+from sqa.facts.features import FactSelector, FactSettings
 from sqa.pipeline import index_info, make_retriever, open_index
-from sqa.reasoner.factreader import interleave
-from sqa.reasoner.facts import default_annotated_facts, rank_sentences
+from sqa.facts.prompt import interleave
+from sqa.facts.sources import default_annotated_facts, rank_sentences
 from sqa.strategyqa import load_questions
 
 from expanded_facts_extract import expanded_facts  # bench/ is on sys.path when this runs as a script

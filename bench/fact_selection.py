@@ -14,7 +14,7 @@ Measures, per question, over its annotated StrategyQA facts (the oracle; never a
 - **gold-paragraph share** (Wikipedia facts only): the share of selected sentences whose paragraph
   is one of the question's annotated evidence paragraphs.
 
-Compared: the Wikipedia sentences (``sqa.reasoner.facts.WikipediaFacts``) picked by BM25 from the
+Compared: the Wikipedia sentences (``sqa.facts.sources.WikipediaFacts``) picked by BM25 from the
 best ``sentence_paragraphs`` of the top-10 paragraphs, for several values; and the annotated facts
 of other train-2061 questions (``AnnotatedFacts``) for several counts; the 5 facts the shipped
 heads are shown (``FactSelector``: 3 Wikipedia sentences from the best 3 paragraphs and 2 train
@@ -37,10 +37,10 @@ import numpy as np
 import Stemmer
 
 from sqa.eval.metrics import annotator_evidence
-from sqa.features import FactSelector, FactSettings
+from sqa.facts.features import FactSelector, FactSettings
 from sqa.pipeline import index_info, make_retriever, open_index
-from sqa.reasoner.factreader import demo_qids
-from sqa.reasoner.facts import WikipediaFacts, default_annotated_facts
+from sqa.facts.prompt import demo_qids
+from sqa.facts.sources import WikipediaFacts, default_annotated_facts
 from sqa.strategyqa import load_questions
 
 RESULTS = Path(__file__).parent / "results" / "fact_selection.json"

@@ -11,10 +11,10 @@ shipped BM25 facts) / Facts (annotated), then the question with its evidence; gr
 """
 import json, sys, time
 from fact_selection import new_info_recall
-from sqa.features import FactSelector, FactSettings
+from sqa.facts.features import FactSelector, FactSettings
 from sqa.pipeline import make_retriever, open_index
-from sqa.reasoner.factreader import fixed_demos, demo_qids
-from sqa.reasoner.models import load_model
+from sqa.facts.prompt import fixed_demos, demo_qids
+from sqa.models.registry import load_model
 from sqa.strategyqa import load_questions, questions_by_id
 
 if sys.argv[1] == "--summary":

@@ -31,10 +31,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from fact_selection import gold_paragraph_ids
     from head_cv import load_records, spec
-    from sqa.reasoner.facts import AnnotatedFacts
-    from sqa.reasoner.factreader import demo_qids
+    from sqa.facts.sources import AnnotatedFacts
+    from sqa.facts.prompt import demo_qids
     from sqa.strategyqa import load_questions, questions_by_id
-    from sqa.train_head import Dataset, cross_validate
+    from sqa.facts.training import Dataset, cross_validate
 
     qs = load_questions("train-2061")
     byid, term = questions_by_id(), {q.qid: q.term for q in qs}

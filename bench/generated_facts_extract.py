@@ -7,7 +7,7 @@ with no retrieval, on the same questions and folds.
 
 For each question of ``--base``'s file, in its order (so the first N are the same questions):
 
-1. the reader model continues the facts prompt itself (``facts_head()`` + "Question: Q\\nFacts:\\n-",
+1. the reader model continues the facts prompt itself (``facts_prefix()`` + "Question: Q\\nFacts:\\n-",
    the 6 demonstrations with their annotated facts; greedy, at most 80 tokens, stopped at
    "Answer:" or a blank line); its first ``--max-generated`` distinct "- " lines are the generated
    facts. No retrieval and no annotated fact of the question is involved;
@@ -27,9 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-from sqa.reasoner.factreader import facts_head, read_question
-from sqa.reasoner.facts import Fact
-from sqa.reasoner.models import load_model
+from sqa.facts.prompt import facts_prefix, read_question
+from sqa.facts.sources import Fact
+from sqa.models.registry import load_model
 from sqa.strategyqa import load_questions
 
 from base_features import extend, load_base  # bench/ is on sys.path when this runs as a script
@@ -67,7 +67,7 @@ def main() -> int:
     meta, recs = load_base(a.base, a.split, 0, a.limit)
     questions = {q.qid: q for q in load_questions(a.split)}
     model = load_model(a.model)
-    head = facts_head()
+    head = facts_prefix()
 
     def one(base: dict) -> dict:
         q = questions[base["qid"]]

@@ -8,9 +8,9 @@ candidate sets and loads the model, which takes 10+ minutes at 1,000+ questions 
 ``--features``: a directory with ``train-2061.jsonl`` (a torn last line is ignored) or with
 ``train-2061.part*.jsonl.xz`` files. The first ``--limit`` train-2061 questions in release order
 without the 6 demonstration questions (the order ``sqa train-head`` and bench/head_extract.py use);
-fewer if the file holds fewer. Folds, C grid and the choice rule are ``sqa.train_head``'s: 5 folds
+fewer if the file holds fewer. Folds, C grid and the choice rule are ``sqa.facts.training``'s: 5 folds
 grouped by StrategyQA term, C by grouped CV; every set is compared with ``plain`` (no retrieval)
-on the same questions, paired (``sqa.reasoner.head.paired_difference``). Writes one JSON entry
+on the same questions, paired (``sqa.steps.head.paired_difference``). Writes one JSON entry
 per run, keyed by ``--name``, into ``--out`` (other entries kept).
 
 ``--train-also DIR``: an augmentation experiment. Each outer fold's head is also trained on DIR's
@@ -38,7 +38,7 @@ def load_records(features: Path, split: str = "train-2061") -> list[dict]:
     """Feature records of ``split`` in file order: the xz parts (``SPLIT.partSSSS-EEEE.jsonl.xz``)
     in name order, else ``SPLIT.jsonl.xz``, else ``SPLIT.jsonl``, each up to its first torn or
     invalid line."""
-    from sqa.features import read_done
+    from sqa.facts.features import read_done
 
     parts = sorted(features.glob(f"{split}.part*.jsonl.xz")) or sorted(features.glob(f"{split}.jsonl.xz"))
     if not parts:
@@ -62,7 +62,7 @@ def first_questions(limit: int, records: list[dict]) -> list[str]:
     """The qids of the first ``limit`` train-2061 questions in release order without the 6
     demonstration questions, stopping at the first one missing from any of ``records`` (qid ->
     record maps, e.g. two feature sets to be paired on the same questions)."""
-    from sqa.reasoner.factreader import demo_qids
+    from sqa.facts.prompt import demo_qids
     from sqa.strategyqa import load_questions
 
     demos = demo_qids()
@@ -94,8 +94,8 @@ def spec(name: str):
     the facts sets with the retrieval scores), or ``STATES/LOG_ODDS[/r]`` with comma lists of
     read-outs (stored or ``DERIVED``) and ``/r`` for the retrieval scores, e.g.
     ``plain,fmean/plain,f1,f2,f3,f4,f5/r``."""
-    from sqa.reasoner.head import SCALARS, FeatureSpec
-    from sqa.train_head import candidate_specs
+    from sqa.facts.head import SCALARS, FeatureSpec
+    from sqa.facts.training import candidate_specs
 
     if "/" in name:
         states, lo, *rest = name.split("/")
@@ -127,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "head_cv.json")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from sqa.reasoner.head import paired_difference
+    from sqa.facts.head import paired_difference
     from sqa.strategyqa import questions_by_id
-    from sqa.train_head import Dataset, cross_validate
+    from sqa.facts.training import Dataset, cross_validate
 
     recs = {r["qid"]: r for r in load_records(a.features)}
     other = None
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra is not None:
         from sklearn.metrics import roc_auc_score
 
-        from sqa.reasoner.head import FeatureSpec, accuracy_interval, out_of_fold
+        from sqa.facts.head import FeatureSpec, accuracy_interval, out_of_fold
 
         eds = Dataset.build([extra[q] for q in qids], questions_by_id())
         if custom:

@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", required=True)
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from sqa.reasoner.head import accuracy_interval, paired_difference
+    from sqa.facts.head import accuracy_interval, paired_difference
     from sqa.strategyqa import questions_by_id
-    from sqa.train_head import Dataset, cross_validate
+    from sqa.facts.training import Dataset, cross_validate
 
     views = {}
     for v in a.view:

@@ -1,4 +1,4 @@
-"""Extract answer-head features (facts reader, ``sqa.features``) for a list of questions, resumable.
+"""Extract answer-head features (facts reader, ``sqa.facts.features``) for a list of questions, resumable.
 
     python bench/head_extract.py --index-dir INDEX_DIR --out runs/head \
         --plan train-2061:0:600 dev train-2061:600:1000
@@ -22,12 +22,12 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sqa.cli.train_head import check_meta, features_meta
-from sqa.features import FactSelector, FactSettings, extract, read_done
+from sqa.facts.features import FactSelector, FactSettings, extract, read_done
 from sqa.pipeline import index_info, make_retriever, open_index
-from sqa.reasoner.factreader import demo_qids
-from sqa.reasoner.models import load_model
+from sqa.facts.prompt import demo_qids
+from sqa.models.registry import load_model
 from sqa.strategyqa import load_questions
-from sqa.train_head import model_sha256
+from sqa.facts.training import model_sha256
 from sqa.types import SqaError
 
 
@@ -63,7 +63,7 @@ def main() -> int:
     decompose = None
     if sel.needs_steps:
         from sqa.paths import sqa_home
-        from sqa.reasoner.decomposer import Decomposer
+        from sqa.steps.decomposer import Decomposer
 
         decompose = Decomposer(model, encode=sel.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache")
     demos = demo_qids()

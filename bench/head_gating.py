@@ -4,7 +4,7 @@ Out-of-fold accuracy of low-capacity and gated feature sets on stored head featu
     python bench/head_gating.py --features bench/results/features/top3 --limit 2055
 
 The shipped facts head is one logistic regression over the no-evidence state, the state after the
-5th fact, both yes/no log-odds and the three retrieval scores (``sqa.reasoner.head.SCALARS``), so
+5th fact, both yes/no log-odds and the three retrieval scores (``sqa.facts.head.SCALARS``), so
 the facts' read-outs count the same whether retrieval found the topic or not. The sets here:
 
 - ``plain``: the no-retrieval head (state + log-odds under the no-evidence prompt), the baseline;
@@ -18,7 +18,7 @@ the facts' read-outs count the same whether retrieval found the topic or not. Th
 
 Folds, the C grid and its choice are ``sqa.train_head.cross_validate``'s (5 folds grouped by
 StrategyQA term; C chosen once per set by grouped CV, then out-of-fold predictions with it); every
-set is paired with ``plain`` on the same questions (``sqa.reasoner.head.paired_difference``).
+set is paired with ``plain`` on the same questions (``sqa.steps.head.paired_difference``).
 Writes ``--out`` (default bench/results/head_gating.json), one entry per ``--name``.
 """
 
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def feature_sets(records: list[dict]) -> dict[str, np.ndarray]:
     """name -> feature matrix (n questions x d) of decoded feature records (see the module doc)."""
-    from sqa.reasoner.head import SCALARS, scalar_features
+    from sqa.facts.head import SCALARS, scalar_features
 
     def state(k):
         return np.stack([np.asarray(r["states"].get(k, r["states"]["plain"]), dtype=np.float32) for r in records])
@@ -78,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from head_cv import first_questions, load_records  # bench/ is on sys.path when this runs as a script
 
-    from sqa.reasoner.head import accuracy_interval, choose_c, out_of_fold, paired_difference
+    from sqa.facts.head import accuracy_interval, choose_c, out_of_fold, paired_difference
     from sqa.strategyqa import questions_by_id
-    from sqa.train_head import Dataset
+    from sqa.facts.training import Dataset
 
     recs = {r["qid"]: r for r in load_records(a.features)}
     qids = first_questions(a.limit, [recs])

@@ -1,4 +1,4 @@
-"""How fast the transformers reader (``sqa.reasoner.hf.HFModel``) reads the answer head's prompts on a
+"""How fast the transformers reader (``sqa.models.hf.HFModel``) reads the answer head's prompts on a
 GPU, at the shipped model's size, with no download (the device machines reach nothing outside).
 
     python bench/hf_gpu_speed.py --out bench/results/hf_gpu_speed.json
@@ -50,7 +50,7 @@ def main() -> int:
     import transformers
     from transformers import Qwen2ForCausalLM
 
-    from sqa.reasoner.hf import HFModel
+    from sqa.models.hf import HFModel
     from tiny_hf import build_tiny_checkpoint, qwen_1_5b_config
 
     if a.device == "cuda" and not torch.cuda.is_available():

@@ -39,9 +39,9 @@ import sys
 import time
 from pathlib import Path
 
-from sqa.reasoner.factreader import read_question
-from sqa.reasoner.facts import Fact
-from sqa.reasoner.models import load_model
+from sqa.facts.prompt import read_question
+from sqa.facts.sources import Fact
+from sqa.models.registry import load_model
 from sqa.strategyqa import load_questions
 
 from base_features import extend, load_base  # bench/ is on sys.path when this runs as a script
@@ -62,9 +62,9 @@ class CeilingChoice:
     def __init__(self, index_dir: str, gold_paragraphs: bool = False):
         from rerank_proxy import candidates, greedy_ceiling
 
-        from sqa.features import FactSettings
+        from sqa.facts.features import FactSettings
         from sqa.pipeline import make_retriever, open_index
-        from sqa.reasoner.facts import default_annotated_facts
+        from sqa.facts.sources import default_annotated_facts
 
         self.settings = FactSettings(sentence_paragraphs=3)
         self.ann = default_annotated_facts()
@@ -77,7 +77,7 @@ class CeilingChoice:
         if self.gold_paragraphs:
             from fact_selection import gold_paragraph_ids
 
-            from sqa.reasoner.facts import _sentence_candidates
+            from sqa.facts.sources import _sentence_candidates
             from sqa.types import Hit, SqaError
 
             ids = sorted(gold_paragraph_ids(q))

@@ -5,9 +5,9 @@ measured without the model: writes bench/results/rerank_proxy.json.
 
 The question this answers: can a better *choice* among the candidate sentences the shipped
 selection already sees give the reader the facts it needs? Per train-2061 question (release order,
-the 6 demonstration questions left out), the candidate pool is what ``sqa.features.FactSelector``
+the 6 demonstration questions left out), the candidate pool is what ``sqa.facts.features.FactSelector``
 ranks today: the sentences of the best ``sentence_paragraphs`` (3) of the top-10 paragraphs for the
-question, as "Title: sentence" (``sqa.reasoner.facts._sentence_candidates``), and the 20 best
+question, as "Title: sentence" (``sqa.facts.sources._sentence_candidates``), and the 20 best
 train-2061 annotated facts by BM25 (never the question's own; ``AnnotatedFacts.select``). Shown are
 5 facts, as shipped (``FactSettings``: 3 Wikipedia + 2 train facts).
 
@@ -59,10 +59,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import fact_selection  # noqa: E402
 from fact_selection import gold_new_words, new_info_recall  # noqa: E402
 
-from sqa.features import FactSelector, FactSettings  # noqa: E402
+from sqa.facts.features import FactSelector, FactSettings  # noqa: E402
 from sqa.pipeline import index_info, make_retriever, open_index  # noqa: E402
-from sqa.reasoner.factreader import demo_qids, interleave  # noqa: E402
-from sqa.reasoner.facts import _BM25, _sentence_candidates, default_annotated_facts  # noqa: E402
+from sqa.facts.prompt import demo_qids, interleave  # noqa: E402
+from sqa.facts.sources import _BM25, _sentence_candidates, default_annotated_facts  # noqa: E402
 from sqa.strategyqa import load_questions  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "rerank_proxy.json"

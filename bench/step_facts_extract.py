@@ -6,7 +6,7 @@ what each step needs"), resumable, for a paired comparison with the shipped ques
 
 For each question of ``--base``'s file, in its order (so the first N are the same questions):
 
-1. the decomposer writes the steps (``sqa.reasoner.decomposer.Decomposer``: the 1.5B model, 3
+1. the decomposer writes the steps (``sqa.steps.decomposer.Decomposer``: the 1.5B model, 3
    MiniLM-nearest train-2061 demonstrations, never the question itself, nearest last, as
    ``sqa ask --steps``);
 2. each step without ``#k`` gets its best sentence (``FactSelector.step_sentences``:
@@ -32,13 +32,13 @@ import sys
 import time
 from pathlib import Path
 
-from sqa.features import FactSelector, FactSettings, steps_first
+from sqa.facts.features import FactSelector, FactSettings, steps_first
 from sqa.paths import sqa_home
 from sqa.pipeline import make_retriever, open_index
-from sqa.reasoner.decomposer import Decomposer
-from sqa.reasoner.factreader import read_question
-from sqa.reasoner.facts import Fact
-from sqa.reasoner.models import load_model
+from sqa.steps.decomposer import Decomposer
+from sqa.facts.prompt import read_question
+from sqa.facts.sources import Fact
+from sqa.models.registry import load_model
 from sqa.strategyqa import load_questions
 
 from base_features import extend, load_base  # bench/ is on sys.path when this runs as a script
@@ -95,7 +95,7 @@ def main() -> int:
         "script": "bench/step_facts_extract.py", "base": str(a.base),
         "plain": "state and log-odds copied from the base record (same model and prompt)",
         "decomposer": ("ORACLE: the question's own annotated StrategyQA decomposition (--gold-steps)" if a.gold_steps else
-                       "sqa.reasoner.decomposer.Decomposer: MiniLM-nearest 3 train-2061 demonstrations, nearest last")}},
+                       "sqa.steps.decomposer.Decomposer: MiniLM-nearest 3 train-2061 demonstrations, nearest last")}},
         one)
     return 0
 

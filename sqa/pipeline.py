@@ -1,5 +1,5 @@
 """The composition root: builds backend -> retriever -> reader for the CLI, the evaluation runner
-and the benchmarks. The stages never wire each other (the reasoner does not open an index); this
+and the benchmarks. The stages never wire each other (the reader does not open an index); this
 module is the one place that does.
 
 - :func:`open_index` / :func:`index_info`: the search backend of an index directory and the
@@ -71,7 +71,7 @@ def load_head(model: str, retrieval: bool, oracle: str | None, path: str | Path 
     identity ``"<kind>:<12 hex of the sha256 of its model, spec, intercept and first 64
     coefficients>"``. Raises SqaError when no head exists, or when ``split`` / ``questions`` hold
     questions the head was trained on (its accuracy there would be in-sample)."""
-    from sqa.reasoner.facts_reasoner import head_for
+    from sqa.facts.reader import head_for
 
     kind = "facts" if (retrieval or oracle) else "plain"
     h = head_for(model, kind, path)
@@ -98,7 +98,7 @@ class Pipeline:
     """A ready reader and what it was built on: ``backend`` (None without retrieval) for showing
     evidence text, ``retriever``, ``model``. ``close()`` closes the backend."""
 
-    reader: object  # FactsReasoner or Reasoner: both are sqa.types.BatchReasoner
+    reader: object  # FactsReader or StepsReader: both are sqa.types.BatchReader
     model: LanguageModel
     backend: SearchBackend | None = None
     retriever: Retriever | None = None
@@ -113,13 +113,13 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
                  fewshot_pool: Sequence[Question] | None = None, retriever: str = "ours") -> Pipeline:
     """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
     fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
-    for ``sqa.reasoner.models.load_model``, or a loaded ``LanguageModel``).
+    for ``sqa.steps.models.load_model``, or a loaded ``LanguageModel``).
 
     Facts reader: ``head`` (from :func:`load_head`; loaded here when None) is checked against the
     model; ``features_cache`` is a features file of ``sqa train-head``. Steps reader:
     ``fewshot_pool`` = the questions demonstrations come from (default train-2061). Raises SqaError
     for a missing index, model or head."""
-    from sqa.reasoner.models import load_model
+    from sqa.models.registry import load_model
     from sqa.paths import default_index_dir
 
     be = ret = None
@@ -128,8 +128,8 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
         ret = make_retriever(be, retriever)
     try:
         if preset.reader == "facts":
-            from sqa.reasoner.facts_reasoner import FactsReasoner
-            from sqa.train_head import model_sha256
+            from sqa.facts.reader import FactsReader
+            from sqa.facts.training import model_sha256
 
             name = model if isinstance(model, str) else model.name
             if head is None:
@@ -138,14 +138,14 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
             head.check_model(Path(name).name, model_sha256(lm))
             from sqa.paths import sqa_home
 
-            reader = FactsReasoner(lm, head, ret, k=k, oracle=preset.oracle, backend=be, features_cache=features_cache,
+            reader = FactsReader(lm, head, ret, k=k, oracle=preset.oracle, backend=be, features_cache=features_cache,
                                    prefix_cache=sqa_home() / "cache")
         else:
-            from sqa.reasoner.prompts import DemoSelector
-            from sqa.reasoner.reasoner import Reasoner
+            from sqa.steps.prompts import DemoSelector
+            from sqa.steps.reader import StepsReader
 
             lm = load_model(model) if isinstance(model, str) else model
-            reader = Reasoner(lm, ret, k, retrieval=preset.retrieval,
+            reader = StepsReader(lm, ret, k, retrieval=preset.retrieval,
                               demo_selector=DemoSelector(fewshot_pool) if fewshot_pool is not None else None)
     except BaseException:
         if be is not None:

@@ -21,7 +21,7 @@ class Preset:
     """One reader configuration.
 
     - ``reader``: ``facts`` (selected facts + trained answer head) or ``steps`` (decompose, read
-      evidence per step; final answer fixed: ``sqa.reasoner.reasoner.DECISION``).
+      evidence per step; final answer fixed: ``sqa.steps.reader.DECISION``).
     - ``retrieval``: whether the reader sees retrieved evidence (False: the same model and prompts
       without it, and for ``facts`` the no-retrieval head).
     - ``oracle``: ``facts`` / ``paragraphs``: the question's annotations are shown (a diagnostic upper

@@ -2,7 +2,7 @@
 two Protocols (search backend, language model) that let a backend or a model be swapped.
 
 Data flows one way: corpus -> ``sqa.indexing`` -> ``SearchBackend`` -> ``sqa.retriever`` ->
-``sqa.reasoner`` -> ``sqa.eval``. Each stage imports only this module (and ``sqa.paths``,
+``sqa.steps`` -> ``sqa.eval``. Each stage imports only this module (and ``sqa.paths``,
 ``sqa.jsonio``, ``sqa.strategyqa``) and the stages before it; ``sqa.pipeline`` and ``sqa.cli`` wire
 them together (see docs/architecture.md). Every attribute one stage relies on in another's object
 is declared in the Protocols here.
@@ -26,7 +26,7 @@ class SqaError(Exception):
 MAX_K = 10_000
 
 # The diagnostic oracles of the facts reader (``sqa eval --oracle``): the question's annotated
-# facts, or the best sentences of its annotated evidence paragraphs (``sqa.features.FactSelector``).
+# facts, or the best sentences of its annotated evidence paragraphs (``sqa.facts.features.FactSelector``).
 ORACLES = ("facts", "paragraphs")
 
 
@@ -179,7 +179,7 @@ Prompt = Union[str, ChatPrompt]
 @runtime_checkable
 class LanguageModel(Protocol):
     """A text model behind the decomposer and the readers. Implementations: GGUF on llama.cpp (CPU
-    default, ``sqa.reasoner.llamacpp``) and Hugging Face transformers (``sqa.reasoner.hf``; any
+    default, ``sqa.models.llamacpp``) and Hugging Face transformers (``sqa.models.hf``; any
     checkpoint by name or path, CUDA + bfloat16 when a GPU is present).
 
     A prompt is a :data:`Prompt`: raw text (the facts reader's prompts) or a :class:`ChatPrompt`
@@ -209,7 +209,7 @@ class Retriever(Protocol):
     ``OfficialRetriever``, ``BackendRetriever``).
 
     Steps may or may not carry answers: a ``#k`` in a step is replaced by step k's answer when it
-    is known, so the reasoner can call ``retrieve_step`` step by step as answers arrive.
+    is known, so the reader can call ``retrieve_step`` step by step as answers arrive.
     """
 
     name: str
@@ -232,8 +232,8 @@ class Retriever(Protocol):
 
 
 @runtime_checkable
-class BatchReasoner(Protocol):
-    """What the evaluation runner needs from a reader (``sqa.reasoner``): answers for a batch of
+class BatchReader(Protocol):
+    """What the evaluation runner needs from a reader (``sqa.steps``): answers for a batch of
     questions, in order, each reported through ``on_result`` as soon as it is done (the runner
     writes it to disk at once).
 
@@ -242,5 +242,5 @@ class BatchReasoner(Protocol):
 
     def answer_batch(self, questions: Sequence[Question], decomposition: str = "predicted",
                      on_result: Callable | None = None) -> list:
-        """``list[sqa.reasoner.trace.ReasoningResult]``, one per question, in order."""
+        """``list[sqa.trace.ReasoningResult]``, one per question, in order."""
         ...

@@ -1,5 +1,5 @@
-"""A deterministic stand-in for the reasoner (same ``answer_batch`` signature as
-``sqa.reasoner.Reasoner``) used by the eval runner / CLI tests; also runnable as a script that
+"""A deterministic stand-in for the reader (same ``answer_batch`` signature as
+``sqa.steps.reader.StepsReader``) used by the eval runner / CLI tests; also runnable as a script that
 drives ``run_eval`` slowly so a test can kill it mid-run."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import time
 
 from sqa.eval.metrics import annotator_evidence
-from sqa.reasoner.trace import ReasoningResult, StepTrace
+from sqa.trace import ReasoningResult, StepTrace
 
 
 def fake_p_yes(qid: str) -> float:
@@ -45,7 +45,7 @@ class FakeReasoner:
 
 
 def main(out_dir: str, split: str, limit: int, delay: float, batch_size: int) -> int:
-    """Run the runner with a slow fake reasoner (for kill -9 / SIGINT tests); prints a summary line."""
+    """Run the runner with a slow fake reader (for kill -9 / SIGINT tests); prints a summary line."""
     from sqa.eval.runner import EvalOptions, run_eval
 
     opts = EvalOptions(split=split, model="fake", limit=limit, batch_size=batch_size)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-import sqa.reasoner.models as models_module
+import sqa.models.registry as models_module
 from sqa.cli import main
 from sqa.strategyqa import load_questions
 

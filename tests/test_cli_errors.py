@@ -123,7 +123,7 @@ def test_eval_score_of_a_non_utf8_file_a_directory_or_unknown_qids_is_one_line(t
 def test_a_failed_first_eval_does_not_block_the_same_command_later(tmp_path, gold_index, monkeypatch, capsys):
     """The first session fails (no index yet) after run.json was written; once the index exists the
     same command runs instead of refusing "index.paragraph_count: None -> 9251"."""
-    import sqa.reasoner.models as reasoner_pkg
+    import sqa.models.registry as reasoner_pkg
     from test_reasoner import ScriptedModel
 
     model = ScriptedModel(["Who founded #0 Apple?", "When was #1 born?", "Is #2 before 1960?"])
@@ -146,7 +146,7 @@ def test_a_failed_first_eval_does_not_block_the_same_command_later(tmp_path, gol
 def test_a_question_too_long_for_the_context_blames_the_question_not_k(gold_index):
     """The real 0.5B GGUF (4,096-token context): evidence is trimmed to a fixed size, so only the
     question can make the prompt overflow."""
-    from sqa.reasoner.models import MODELS, assemble_gguf
+    from sqa.models.registry import MODELS, assemble_gguf
     from sqa.types import SqaError
 
     try:

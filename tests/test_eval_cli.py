@@ -1,5 +1,5 @@
 """``sqa eval`` and ``sqa eval score`` from the command line: scoring a leaderboard file against
-labels counted straight from the shipped data, a run through the real Reasoner + BM25 index (a
+labels counted straight from the shipped data, a run through the real StepsReader + BM25 index (a
 scripted model for speed; the real 0.5B GGUF in the slow test), resume and Ctrl-C exit codes."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import sqa.reasoner.models as reasoner_pkg
+import sqa.models.registry as reasoner_pkg
 from sqa.cli import main
 from sqa.eval.leaderboard import load_predictions
 from sqa.strategyqa import TRAIN_FILE, load_questions
@@ -70,7 +70,7 @@ def test_score_errors_are_one_line(tmp_path, capsys):
 
 @pytest.fixture
 def scripted(monkeypatch):
-    """The real Reasoner and BM25 retrieval, with a scripted LanguageModel (no weights)."""
+    """The real StepsReader and BM25 retrieval, with a scripted LanguageModel (no weights)."""
     from test_reasoner import ScriptedModel
 
     model = ScriptedModel(["Who founded #0 Apple?", "When was #1 born?", "Is #2 before 1960?"])

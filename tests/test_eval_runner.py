@@ -1,4 +1,4 @@
-"""The batch evaluation runner on real StrategyQA questions with a deterministic stand-in reasoner
+"""The batch evaluation runner on real StrategyQA questions with a deterministic stand-in reader
 (tests/eval_fakes.py): outputs, resume after kill -9 / a cut last line / Ctrl-C, few-shot
 exclusion, refusal to mix runs. The real pipeline is exercised in test_eval_cli.py."""
 
@@ -34,7 +34,7 @@ def _opts(split="dev", limit=30, batch_size=7, **kw) -> EvalOptions:
 
 
 class Factory:
-    """reasoner_for(pool) that remembers every reasoner it built (and for which pool)."""
+    """reader_for(pool) that remembers every reader it built (and for which pool)."""
 
     def __init__(self, cls=FakeReasoner, **kw):
         self.cls, self.kw, self.made = cls, kw, []
@@ -175,7 +175,7 @@ def test_finished_run_regenerates_outputs_without_a_reasoner(tmp_path):
     (tmp_path / "predictions.json").unlink()
 
     def no_reasoner(pool):
-        raise AssertionError("a finished run must not build a reasoner")
+        raise AssertionError("a finished run must not build a reader")
 
     summary = run_eval(_opts(limit=10), tmp_path, no_reasoner)
     assert summary.new == 0 and summary.complete

@@ -8,11 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from sqa.features import FactSelector, FactSettings, extract, read_done
-from sqa.reasoner.facts import AnnotatedFacts, Fact, rank_sentences, split_sentences
-from sqa.reasoner.factreader import (QuestionFeatures, decode_state, demo_qids, encode_state, facts_head,
+from sqa.facts.features import FactSelector, FactSettings, extract, read_done
+from sqa.facts.sources import AnnotatedFacts, Fact, rank_sentences
+from sqa.text import split_sentences
+from sqa.facts.prompt import (QuestionFeatures, decode_state, demo_qids, encode_state, facts_prefix,
                                      facts_prompts, fixed_demos, interleave, plain_prompt)
-from sqa.reasoner.head import AnswerHead, FeatureSpec, accuracy_interval, feature_vector, paired_difference
+from sqa.facts.head import AnswerHead, FeatureSpec, accuracy_interval, feature_vector, paired_difference
 from sqa.strategyqa import load_questions
 from sqa.types import Question, SqaError
 
@@ -67,7 +68,7 @@ def test_fact_selector_interleaves_sources_and_oracle_shows_gold_facts(gold_inde
 
 
 def test_wikipedia_facts_come_from_the_best_paragraphs_and_old_heads_keep_reading_all(gold_index):
-    from sqa.reasoner.facts import WikipediaFacts
+    from sqa.facts.sources import WikipediaFacts
     from sqa.retriever.steps import StepRetriever
 
     ret = StepRetriever(gold_index)
@@ -95,7 +96,7 @@ def test_fixed_demonstrations_are_balanced_train_questions_and_prompts_share_a_p
     assert len(demos) == 6 and [d.answer for d in demos] == [True, False] * 3
     assert demo_qids() <= {q.qid for q in train}
     ps = facts_prompts("Is the sun a star?", ["The sun is a star.", "Stars shine."])
-    assert ps[0].startswith(facts_head()) and ps[1].startswith(ps[0][: -len("Answer:")])
+    assert ps[0].startswith(facts_prefix()) and ps[1].startswith(ps[0][: -len("Answer:")])
     assert all(p.endswith("Answer:") for p in ps)
     assert plain_prompt("Is the sun a star?").endswith("Question: Is the sun a star?\nAnswer:")
     assert "Facts:" not in plain_prompt("x")
@@ -144,7 +145,7 @@ def test_head_save_load_predict_and_refuse_another_model(tmp_path):
 
 def test_cross_validation_recovers_a_planted_signal_with_term_groups():
     pytest.importorskip("sklearn", reason="scikit-learn (the models extra) trains the answer head")
-    from sqa.reasoner.head import out_of_fold
+    from sqa.facts.head import out_of_fold
 
     rng = np.random.default_rng(0)
     n = 300
@@ -170,7 +171,7 @@ def test_eval_refuses_oracles_on_test_and_the_head_on_its_own_train_split():
         EvalOptions(split="test", model="m", reader="facts", decomposition="question", oracle="facts")
     with pytest.raises(SqaError, match="whole question"):
         EvalOptions(split="dev", model="m", reader="facts", decomposition="predicted")
-    from sqa.reasoner.head import shipped_head_path
+    from sqa.facts.head import shipped_head_path
 
     if shipped_head_path("qwen2.5-coder-1.5b").exists():
         assert main(["eval", "--split", "train-2061", "--limit", "1"]) == 2
@@ -178,7 +179,7 @@ def test_eval_refuses_oracles_on_test_and_the_head_on_its_own_train_split():
 
 @pytest.mark.slow
 def test_hidden_states_match_the_models_own_yes_probability():
-    from sqa.reasoner.models import load_model
+    from sqa.models.registry import load_model
 
     m = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
     prompts = [plain_prompt("Is the sun a star?"), plain_prompt("Can a fish ride a bicycle?")]
@@ -194,8 +195,8 @@ def test_hidden_states_match_the_models_own_yes_probability():
 
 @pytest.mark.slow
 def test_extract_is_resumable_and_the_facts_reasoner_answers_from_a_head(tmp_path, gold_index, train):
-    from sqa.reasoner.facts_reasoner import FactsReasoner
-    from sqa.reasoner.models import load_model
+    from sqa.facts.reader import FactsReader
+    from sqa.models.registry import load_model
     from sqa.retriever.steps import StepRetriever
 
     m = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
@@ -211,7 +212,7 @@ def test_extract_is_resumable_and_the_facts_reasoner_answers_from_a_head(tmp_pat
     head = AnswerHead(spec, np.zeros(2 * 896 + 2, dtype=np.float32), 0.0, "qwen2.5-coder-0.5b", None,
                       {"facts": {"wiki": 1, "train": 1}})
     head.coef[-1] = 1.0  # P(yes) = sigmoid(the model's own log-odds after 2 facts)
-    fr = FactsReasoner(m, head, StepRetriever(gold_index), features_cache=path)
+    fr = FactsReader(m, head, StepRetriever(gold_index), features_cache=path)
     res = fr.answer_batch(qs)
     assert [x.qid for x in res] == [q.qid for q in qs]
     for x, q in zip(res, qs):
@@ -219,7 +220,7 @@ def test_extract_is_resumable_and_the_facts_reasoner_answers_from_a_head(tmp_pat
         assert x.p_yes == pytest.approx(1 / (1 + np.exp(-recs[q.qid]["log_odds"]["f2"])), abs=1e-4)
         assert x.decomposition == [q.question]
     with pytest.raises(SqaError, match="needs retrieval"):
-        FactsReasoner(m, head, None)
+        FactsReader(m, head, None)
 
 
 @pytest.mark.slow
@@ -271,34 +272,34 @@ class StateModel:
 
 
 def test_oracles_show_the_annotated_facts_or_the_sentences_of_the_annotated_paragraphs(gold_index):
-    from sqa.reasoner.facts_reasoner import FactsReasoner
+    from sqa.facts.reader import FactsReader
     from sqa.retriever.steps import StepRetriever
 
     q = next(q for q in load_questions("dev") if q.facts and q.evidence)
     head = AnswerHead(FeatureSpec(("f5",), ("f5",)), np.array([0.0, 0.0, 1.0], dtype=np.float32), 0.0, "states", None,
                       {"facts": {"wiki": 3, "train": 2}})
     ret = StepRetriever(gold_index)
-    r = FactsReasoner(StateModel(), head, ret, oracle="facts", backend=gold_index).answer_batch([q])[0]
+    r = FactsReader(StateModel(), head, ret, oracle="facts", backend=gold_index).answer_batch([q])[0]
     assert [f["text"] for f in r.facts] == list(q.facts) and len(r.paragraphs) == 10
     m = StateModel()
-    r = FactsReasoner(m, head, ret, oracle="paragraphs", backend=gold_index).answer_batch([q])[0]
+    r = FactsReader(m, head, ret, oracle="paragraphs", backend=gold_index).answer_batch([q])[0]
     gold_ids = {i for ann in q.evidence for step in ann for x in step if isinstance(x, list) for i in x}
     assert r.facts and all(f["source"] == "oracle-paragraphs" and f["ref"] in gold_ids for f in r.facts)
     assert all(f"- {f['text']}\n" in m.prompts[-1] for f in r.facts)
     bare = Question(qid="t", question="Is the sun a star?")
     with pytest.raises(SqaError, match="no annotated facts"):
-        FactsReasoner(StateModel(), head, ret, oracle="facts").answer_batch([bare])
+        FactsReader(StateModel(), head, ret, oracle="facts").answer_batch([bare])
     with pytest.raises(SqaError, match="unknown oracle"):
-        FactsReasoner(StateModel(), head, ret, oracle="gold")
+        FactsReader(StateModel(), head, ret, oracle="gold")
 
 
 def test_no_retrieval_head_reads_the_plain_prompt_and_reports_no_paragraphs():
-    from sqa.reasoner.facts_reasoner import FactsReasoner
+    from sqa.facts.reader import FactsReader
 
     head = AnswerHead(FeatureSpec(("plain",), ("plain",)), np.array([0.0, 0.0, -1.0], dtype=np.float32), 0.0, "states",
                       None)
     m = StateModel()
-    r = FactsReasoner(m, head, None).answer_batch([load_questions("dev")[0]])[0]
+    r = FactsReader(m, head, None).answer_batch([load_questions("dev")[0]])[0]
     assert r.paragraphs == [] and r.facts == [] and len(m.prompts) == 1 and "Facts:" not in m.prompts[0]
     assert r.p_yes == pytest.approx(1 / (1 + np.exp(-1.0)))  # -1 x log-odds(-1)
     assert r.signals == {"plain": pytest.approx(1 / (1 + np.exp(1.0)), abs=1e-6)}
@@ -306,7 +307,7 @@ def test_no_retrieval_head_reads_the_plain_prompt_and_reports_no_paragraphs():
 
 def test_step_evidence_states_the_step_and_never_shows_the_questions_own_facts(gold_index, train):
     """``sqa ask --steps``' per-step sentence, by BM25 and by MiniLM (numpy)."""
-    from sqa.reasoner.facts import step_evidence
+    from sqa.facts.sources import step_evidence
     from sqa.retriever.minilm import default_encoder
     from sqa.retriever.steps import StepRetriever
 
@@ -331,7 +332,7 @@ def test_step_evidence_states_the_step_and_never_shows_the_questions_own_facts(g
 def test_step_facts_come_first_one_per_step_then_the_question_level_facts(gold_index, train):
     """``FactSettings.step_facts``: each step's best sentence (never the question's own facts), in
     step order, then the usual selection, 5 facts in all; off by default and recorded in a head."""
-    from sqa.features import steps_first
+    from sqa.facts.features import steps_first
     from sqa.retriever.steps import StepRetriever
 
     r, ann = StepRetriever(gold_index), AnnotatedFacts(train)
@@ -362,11 +363,11 @@ def test_step_facts_come_first_one_per_step_then_the_question_level_facts(gold_i
 @pytest.mark.slow
 def test_a_head_on_step_facts_has_the_model_decompose_first_and_shows_the_steps(tmp_path, gold_index, train):
     """Features and answers with ``step_facts``: the model writes the steps, their sentences are the
-    first facts, the record keeps the steps, and the facts reasoner does the same for a head
+    first facts, the record keeps the steps, and the facts reader does the same for a head
     trained that way (same steps, same facts, same read-outs)."""
-    from sqa.reasoner.decomposer import Decomposer
-    from sqa.reasoner.facts_reasoner import FactsReasoner
-    from sqa.reasoner.models import load_model
+    from sqa.steps.decomposer import Decomposer
+    from sqa.facts.reader import FactsReader
+    from sqa.models.registry import load_model
     from sqa.retriever.steps import StepRetriever
 
     m = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
@@ -381,7 +382,7 @@ def test_a_head_on_step_facts_has_the_model_decompose_first_and_shows_the_steps(
     head = AnswerHead(FeatureSpec(("plain", "f2"), ("plain", "f2")), np.zeros(2 * 896 + 2, dtype=np.float32), 0.0,
                       "qwen2.5-coder-0.5b", None, {"facts": settings.to_dict()})
     head.coef[-1] = 1.0  # P(yes) = sigmoid(the model's own log-odds after 2 facts)
-    res = FactsReasoner(m, head, StepRetriever(gold_index), prefix_cache=tmp_path).answer_batch(qs)[0]
+    res = FactsReader(m, head, StepRetriever(gold_index), prefix_cache=tmp_path).answer_batch(qs)[0]
     got = [s.question for s in res.steps]
     assert got and res.timings["decompose"] > 0  # it decomposed first, and shows the steps
     mine = [f.to_dict() for f in sel.step_sentences(qs[0], got)]
@@ -411,7 +412,7 @@ def test_numpy_minilm_matches_sentence_transformers_and_needs_no_torch(gold_inde
     assert ours.shape == theirs.shape == (len(texts), 384)
     assert np.all(np.sum(ours * theirs, axis=1) > 0.9999)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
-    code = ("import sys; from sqa.features import FactSelector, FactSettings; "
+    code = ("import sys; from sqa.facts.features import FactSelector, FactSettings; "
             "from sqa.retriever.minilm import default_encoder; "
             "FactSelector(object(), FactSettings(scorer='minilm')); default_encoder()(['Is the sun a star?']); "
             "from sqa.retriever.steps import load_minilm; load_minilm()(['x']); load_minilm('cpu')(['y']); "
@@ -425,20 +426,20 @@ def test_numpy_minilm_matches_sentence_transformers_and_needs_no_torch(gold_inde
 def test_fixed_prompt_heads_are_kept_between_processes_and_read_the_same(tmp_path):
     """The KV cache of the facts reader's two fixed heads is saved once and loaded by the next
     model (another ``sqa ask``): same read-outs, and the heads' tokens are not read again."""
-    from sqa.reasoner.factreader import facts_head, facts_prompts, plain_head, plain_prompt
-    from sqa.reasoner.models import load_model
+    from sqa.facts.prompt import facts_prefix, facts_prompts, plain_prefix, plain_prompt
+    from sqa.models.registry import load_model
 
     q = "Did Aristotle use a laptop?"
     prompts = [plain_prompt(q)] + facts_prompts(q, ["Aristotle died in 322 BC.", "Laptops appeared in 1980."])
     cold = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
-    assert cold.warm_prefixes([plain_head(), facts_head()], tmp_path) == ["read", "read"]
+    assert cold.warm_prefixes([plain_prefix(), facts_prefix()], tmp_path) == ["read", "read"]
     first = cold.hidden_states(prompts)
     assert len(list(tmp_path.glob("prefix-*.kv"))) == 2
     warm = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
-    assert warm.warm_prefixes([plain_head(), facts_head()], tmp_path) == ["loaded", "loaded"]
+    assert warm.warm_prefixes([plain_prefix(), facts_prefix()], tmp_path) == ["loaded", "loaded"]
     assert warm.stats["prompt_tokens"] == 0
     second = warm.hidden_states(prompts)
-    heads = len(warm.tokenize(plain_head())) + len(warm.tokenize(facts_head()))
+    heads = len(warm.tokenize(plain_prefix())) + len(warm.tokenize(facts_prefix()))
     assert warm.stats["cached_tokens"] >= heads  # the heads came from the files, not read again
     for (h1, lo1), (h2, lo2) in zip(first, second):
         assert lo2 == pytest.approx(lo1, abs=1e-3)
@@ -446,4 +447,4 @@ def test_fixed_prompt_heads_are_kept_between_processes_and_read_the_same(tmp_pat
     for f in tmp_path.glob("prefix-*.kv"):  # a damaged file is read anew, never an error
         f.write_bytes(b"not a llama.cpp state file")
     again = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
-    assert again.warm_prefixes([plain_head(), facts_head()], tmp_path) == ["read", "read"]
+    assert again.warm_prefixes([plain_prefix(), facts_prefix()], tmp_path) == ["read", "read"]

@@ -17,9 +17,9 @@ SQA = ROOT / "sqa"
 
 # stage rank: a module may import only modules of its own rank or lower; composition (pipeline,
 # cli) may import anything. Base modules are the shared vocabulary every stage may use.
-BASE = {"sqa", "sqa.types", "sqa.paths", "sqa.jsonio", "sqa.strategyqa", "sqa.presets"}
-STAGES = [("sqa.indexing", 1), ("sqa.retriever", 2), ("sqa.reasoner", 3), ("sqa.features", 3),
-          ("sqa.train_head", 3), ("sqa.eval", 4), ("sqa.pipeline", 9), ("sqa.cli", 9)]
+BASE = {"sqa", "sqa.types", "sqa.paths", "sqa.jsonio", "sqa.strategyqa", "sqa.presets", "sqa.text", "sqa.trace", "sqa.redact"}
+STAGES = [("sqa.indexing", 1), ("sqa.retriever", 2), ("sqa.models", 3), ("sqa.steps", 4), ("sqa.facts", 5),
+          ("sqa.eval", 6), ("sqa.pipeline", 9), ("sqa.cli", 9)]
 # wiring (opening an index, choosing a backend implementation) belongs to the composition only
 WIRING = {"sqa.pipeline", "sqa.cli", "sqa.indexing", "sqa.indexing.embedded", "sqa.indexing.elastic",
           "sqa.indexing.build"}
@@ -57,7 +57,7 @@ def _imports(module: str, path: Path) -> set[str]:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
             if base.split(".")[0] != "sqa":
                 continue
-            for a in node.names:  # "from sqa.reasoner import prompts" imports the module sqa.reasoner.prompts
+            for a in node.names:  # "from sqa.steps import prompts" imports the module sqa.steps.prompts
                 found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in _ALL else base)
     return found
 
@@ -76,8 +76,8 @@ def test_no_stage_imports_a_later_one_and_no_stage_wires_another():
             if rank < 9 and imp in WIRING and not (imp == stage or imp.startswith(stage + ".")):
                 bad.append(f"{module} wires {imp} (only sqa.pipeline / sqa.cli may)")
     assert not bad, "\n".join(bad)
-    # the check can fail: the reasoner opening the index, as it once did, would be reported
-    assert _rank("sqa.indexing.build") < _rank("sqa.reasoner.reasoner") < _rank("sqa.eval.runner") < _rank("sqa.cli")
+    # the check can fail: the reader opening the index, as it once did, would be reported
+    assert _rank("sqa.indexing.build") < _rank("sqa.steps.reader") < _rank("sqa.eval.runner") < _rank("sqa.cli")
 
 
 def test_no_module_is_over_400_lines():
@@ -120,7 +120,7 @@ def test_every_preset_is_the_row_of_a_recorded_run():
     """Each preset names the recorded run of its README row, and that run's identity is the preset's
     configuration (experiments as data: the run reproduces with ``sqa eval --preset NAME``)."""
     from sqa.presets import PRESETS
-    from sqa.reasoner.reasoner import DECISION
+    from sqa.steps.reader import DECISION
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for p in PRESETS.values():

@@ -1,9 +1,9 @@
-"""Operation steps computed from earlier answers (``sqa.reasoner.operations``), on step texts as
+"""Operation steps computed from earlier answers (``sqa.steps.operations``), on step texts as
 StrategyQA's annotators and our decomposer write them."""
 
 import pytest
 
-from sqa.reasoner.operations import compute_step, parse_quantity
+from sqa.steps.operations import compute_step, parse_quantity
 
 
 @pytest.mark.parametrize("text, kind, value", [
@@ -62,7 +62,7 @@ def test_is_operation_step_agrees_with_the_annotators_operation_tag():
     """The one operation-step rule (the retriever's former "no content words" rule found 16 % of
     them): on the 2,290 train questions' gold steps, against the steps most annotators tagged
     "operation", it must keep precision >= 0.8, recall >= 0.9 and agreement >= 0.9."""
-    from sqa.reasoner.operations import is_operation_step
+    from sqa.steps.operations import is_operation_step
     from sqa.strategyqa import load_questions
 
     tp = fp = fn = tn = 0

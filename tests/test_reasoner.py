@@ -1,4 +1,4 @@
-"""The reasoner's step loop, prompts and demonstrations on real StrategyQA questions, GGUF assembly,
+"""The reader's step loop, prompts and demonstrations on real StrategyQA questions, GGUF assembly,
 and the yes/no scoring of the real 0.5B model (llama.cpp)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import types
 
 import pytest
 
-from sqa.reasoner import prompts as P
-from sqa.reasoner.chat import as_chatml_text
-from sqa.reasoner.models import GgufSpec, assemble_gguf
-from sqa.reasoner.operations import is_operation_step
-from sqa.reasoner.reasoner import DECISION, Reasoner, combine_log_odds
+from sqa.steps import prompts as P
+from sqa.models.chat import as_chatml_text
+from sqa.models.registry import GgufSpec, assemble_gguf
+from sqa.steps.operations import is_operation_step
+from sqa.steps.reader import DECISION, StepsReader, combine_log_odds
 from sqa.retriever.backend import BackendRetriever
 from sqa.retriever.clean import resolve_references
 from sqa.strategyqa import load_questions, questions_by_id
@@ -80,7 +80,7 @@ def test_step_loop_substitutes_earlier_answers_on_real_questions(gold_index):
     retriever = RecordingRetriever(BackendRetriever(gold_index))
     for q in _with_refs():
         model = ScriptedModel()
-        r = Reasoner(model, retriever, k=5)
+        r = StepsReader(model, retriever, k=5)
         retriever.calls.clear()
         res = r.answer(q.question, qid=q.qid, decomposition=list(q.decomposition))
         assert [s.question for s in res.steps] == list(q.decomposition)
@@ -105,7 +105,7 @@ def test_predicted_decomposition_is_parsed_and_operation_step_is_not_read(gold_i
     q = questions_by_id()[_with_refs("train-2061", 1)[0].qid]
     steps = ["What is the capital of France?", "What river flows through #1?", "Is #2 longer than 500 km?"]
     model = ScriptedModel(steps)
-    res = Reasoner(model, BackendRetriever(gold_index), k=3).answer(q.question, qid=q.qid)
+    res = StepsReader(model, BackendRetriever(gold_index), k=3).answer(q.question, qid=q.qid)
     assert res.decomposition == steps
     # the last step is an operation over #2: no reader call, its answer is the final yes/no
     assert not any(p.endswith("#3 =") for p in model.generate_prompts)
@@ -116,11 +116,11 @@ def test_predicted_decomposition_is_parsed_and_operation_step_is_not_read(gold_i
 def test_no_retrieval_and_question_modes(gold_index):
     q = _with_refs(n=1)[0]
     model = ScriptedModel(["Who?", "Is #1 old?"])
-    res = Reasoner(model, None, retrieval=False).answer(q.question, qid=q.qid)
+    res = StepsReader(model, None, retrieval=False).answer(q.question, qid=q.qid)
     assert res.paragraphs == [] and all(s.evidence == [] for s in res.steps)
     assert not any("Evidence" in p for p in model.yes_prompts[-3:])
     model = ScriptedModel()
-    res = Reasoner(model, BackendRetriever(gold_index), k=4).answer_batch([q], decomposition="question")[0]
+    res = StepsReader(model, BackendRetriever(gold_index), k=4).answer_batch([q], decomposition="question")[0]
     assert res.steps == [] and len(res.paragraphs) == 4
     assert res.decomposition == [q.question] and res.to_prediction().decomposition == [q.question]  # one step
     assert model.generate_prompts == []  # question mode: one yes/no read, nothing generated
@@ -130,7 +130,7 @@ def test_no_retrieval_and_question_modes(gold_index):
 
 def test_answer_batch_gold_mode_and_errors(gold_index):
     qs = _with_refs(n=2)
-    r = Reasoner(ScriptedModel(), BackendRetriever(gold_index), k=3)
+    r = StepsReader(ScriptedModel(), BackendRetriever(gold_index), k=3)
     res = r.answer_batch(qs, decomposition="gold")
     assert [x.qid for x in res] == [q.qid for q in qs]
     assert [x.decomposition for x in res] == [list(q.decomposition) for q in qs]
@@ -139,7 +139,7 @@ def test_answer_batch_gold_mode_and_errors(gold_index):
     with pytest.raises(SqaError, match="unknown decomposition mode"):
         r.answer_batch(qs, decomposition="oracle")
     with pytest.raises(SqaError, match="needs a retriever"):
-        Reasoner(ScriptedModel(), None)
+        StepsReader(ScriptedModel(), None)
 
 
 def test_demonstrations_come_from_train_by_similarity_never_the_question():
@@ -228,7 +228,7 @@ def test_assemble_gguf_joins_parts_verifies_hash_and_is_atomic(tmp_path):
 
 
 def test_missing_gguf_path_is_a_clear_error(tmp_path):
-    from sqa.reasoner.models import load_model
+    from sqa.models.registry import load_model
 
     with pytest.raises(SqaError, match="not found"):
         load_model(str(tmp_path / "nope.gguf"))
@@ -236,7 +236,7 @@ def test_missing_gguf_path_is_a_clear_error(tmp_path):
 
 @pytest.fixture(scope="module")
 def small_model():
-    from sqa.reasoner.models import load_model
+    from sqa.models.registry import load_model
 
     return load_model("qwen2.5-coder-0.5b", n_ctx=1024)
 
@@ -274,7 +274,7 @@ def test_fewshot_pool_is_respected_and_recorded(gold_index):
     train = load_questions("train-2061")
     pool = train[:300]
     q = train[0]  # in the pool: must never be its own demonstration
-    r = Reasoner(ScriptedModel(["Who?", "Is #1 old?"]), BackendRetriever(gold_index), k=3).with_fewshot_pool(pool)
+    r = StepsReader(ScriptedModel(["Who?", "Is #1 old?"]), BackendRetriever(gold_index), k=3).with_fewshot_pool(pool)
     res = r.answer_batch([q])[0]
     assert len(res.fewshot_qids) == 3 and q.qid not in res.fewshot_qids
     assert set(res.fewshot_qids) <= {x.qid for x in pool}
@@ -298,8 +298,8 @@ def test_lockstep_batches_match_one_by_one(gold_index):
             return super().generate(prompts, max_tokens, stop)
 
     batched = Batched()
-    a = Reasoner(batched, BackendRetriever(gold_index), k=3).answer_batch(qs, decomposition="gold")
-    b = Reasoner(ScriptedModel(), BackendRetriever(gold_index), k=3).answer_batch(qs, decomposition="gold")
+    a = StepsReader(batched, BackendRetriever(gold_index), k=3).answer_batch(qs, decomposition="gold")
+    b = StepsReader(ScriptedModel(), BackendRetriever(gold_index), k=3).answer_batch(qs, decomposition="gold")
     assert max(batched.calls) == 3  # all three questions' steps read in one call
     for x, y in zip(a, b):
         assert (x.qid, x.answer, x.p_yes, x.paragraphs) == (y.qid, y.answer, y.p_yes, y.paragraphs)
@@ -322,7 +322,7 @@ def test_cpu_default_path_does_not_import_torch(gold_index):
             "sys.meta_path.insert(0, Spy())\n"
             "from sqa.pipeline import build_reader\n"
             "from sqa.presets import get_preset\n"
-            "from sqa.reasoner.reasoner import StepsSettings\n"
+            "from sqa.steps.reader import StepsSettings\n"
             f"r = build_reader(get_preset('steps'), 'qwen2.5-coder-0.5b', {str(gold_index.index_dir)!r}, k=3).reader\n"
             "r.settings = StepsSettings(max_steps=2, decompose_tokens=30)\n"
             "res = r.answer('Is the Eiffel Tower in Paris?')\n"
@@ -345,7 +345,7 @@ def test_final_answer_reads_transcript_direct_and_plain_and_averages_log_odds(go
     the final answer is their log-odds mean (DECISION)."""
     q = _with_refs(n=1)[0]
     model = ScriptedModel()
-    res = Reasoner(model, BackendRetriever(gold_index), k=3).answer(q.question, qid=q.qid,
+    res = StepsReader(model, BackendRetriever(gold_index), k=3).answer(q.question, qid=q.qid,
                                                                    decomposition=list(q.decomposition))
     assert list(res.signals) == ["transcript", "direct", "plain"] and res.decision == DECISION == "transcript+direct+plain"
     transcript, direct, plain = model.yes_prompts[-3:]
@@ -379,7 +379,7 @@ def test_operation_steps_are_computed_not_generated(gold_index):
     steps = ["How long was the War in Vietnam (1945-46)?", "How long is the gestation period of a llama?",
              "What is 2 times #2?", "Is #3 less than #1?"]
     m = Numbers(steps)
-    r = Reasoner(m, BackendRetriever(gold_index), k=3).answer(
+    r = StepsReader(m, BackendRetriever(gold_index), k=3).answer(
         "Could a llama birth twice during the War in Vietnam (1945-46)?")
     assert [s.answer for s in r.steps] == ["1 year", "11.5 months", "23 months", "no"]
     assert [s.computed for s in r.steps] == [False, False, True, True]

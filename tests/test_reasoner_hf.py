@@ -1,4 +1,4 @@
-"""The transformers backend (``sqa.reasoner.hf.HFModel``) on the real 0.5B model, loaded from the
+"""The transformers backend (``sqa.models.hf.HFModel``) on the real 0.5B model, loaded from the
 same GGUF file with ``from_pretrained(dir, gguf_file=...)``: its yes/no probabilities agree with
 llama.cpp's and its batched generation stops at stop strings. Slow on CPU (dequantises the GGUF to
 float32: minutes on 2 cores)."""
@@ -19,14 +19,14 @@ def _chat(q: str) -> str:
 
 @pytest.mark.slow
 def test_hf_model_on_gguf_agrees_with_llamacpp():
-    from sqa.reasoner.hf import gguf_hf_model
-    from sqa.reasoner.models import MODELS, assemble_gguf, load_model
+    from sqa.models.hf import gguf_hf_model
+    from sqa.models.registry import MODELS, assemble_gguf, load_model
 
     path = assemble_gguf(MODELS["qwen2.5-coder-0.5b"])
     hf = gguf_hf_model(path, device="cpu")
     assert not hf.prefers_batches  # CPU
     # a chat prompt is rendered with the checkpoint's own template: for Qwen2.5, the ChatML llama.cpp gets
-    from sqa.reasoner.chat import render_chatml
+    from sqa.models.chat import render_chatml
     from sqa.types import ChatPrompt
 
     chat = ChatPrompt((("system", "Answer the question with Yes or No."), ("user", "Question: Is Paris in France?")),

@@ -1,4 +1,4 @@
-"""The transformers reader (``sqa.reasoner.hf.HFModel``) on a tiny seeded checkpoint built in seconds
+"""The transformers reader (``sqa.models.hf.HFModel``) on a tiny seeded checkpoint built in seconds
 (``tests/tiny_hf.py``): left-padded batches read the same as one prompt at a time, stop strings cut
 generation, chat prompts fall back to ChatML; and, on a CUDA machine (marker ``cuda``, deselected with
 a note in the summary where there is none), the bfloat16 CUDA path agrees with float32 on CPU.
@@ -29,8 +29,8 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_left_padded_batches_read_like_single_prompts(tiny_dir):
-    from sqa.reasoner.chat import render_chatml
-    from sqa.reasoner.hf import HFModel
+    from sqa.models.chat import render_chatml
+    from sqa.models.hf import HFModel
     from sqa.types import ChatPrompt
 
     batched = HFModel(str(tiny_dir), device="cpu", batch_size=16)
@@ -63,7 +63,7 @@ def test_left_padded_batches_read_like_single_prompts(tiny_dir):
 def test_cuda_bfloat16_batches_agree_with_cpu_float32(tiny_dir):
     import torch
 
-    from sqa.reasoner.hf import HFModel
+    from sqa.models.hf import HFModel
 
     gpu = HFModel(str(tiny_dir), batch_size=16)
     cpu = HFModel(str(tiny_dir), device="cpu", batch_size=1)

@@ -37,7 +37,7 @@ def _corpus() -> list[str]:
 def build_tiny_checkpoint(out: Path, seed: int = 0, layers: int = 2, hidden: int = 64) -> Path:
     """Write a tiny checkpoint (tokenizer files, config.json, model.safetensors) to ``out`` and
     return it. The tokenizer is a byte-level BPE (about 400 tokens) whose vocabulary holds each
-    spelling of yes/no that ``sqa.reasoner.llamacpp.YES_WORDS``/``NO_WORDS`` lists as one token;
+    spelling of yes/no that ``sqa.models.llamacpp.YES_WORDS``/``NO_WORDS`` lists as one token;
     the model is ``Qwen2ForCausalLM`` with ``torch.manual_seed(seed)`` random weights
     (initializer_range 0.2, so that its next-token distributions differ between prompts). Needs
     torch, transformers and tokenizers."""

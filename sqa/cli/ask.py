@@ -89,7 +89,7 @@ def ask_command(
         tree.add(f"[dim]{escape(result.paragraphs[0])}[/dim]  " + (f"[bold]{escape(p.title)}[/bold]: {escape(_snippet(p.text))}" if p else ""))
     verdict = "Yes" if result.answer else "No"
     color = "green" if result.answer else "red"
-    # the P(yes) readings averaged in log-odds (sqa.reasoner.reasoner.DECISION)
+    # the P(yes) readings averaged in log-odds (sqa.steps.reader.DECISION)
     readings = "  [dim](" + ", ".join(f"{name} {p:.2f}" for name, p in result.signals.items()) + ")[/dim]"
     tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f}{readings}  confidence={result.confidence:.2f}  "
              f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
@@ -103,7 +103,7 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     import time
 
     from sqa.pipeline import build_reader, load_head, open_index
-    from sqa.reasoner.models import resolve_gguf
+    from sqa.models.registry import resolve_gguf
 
     no_retrieval = not preset.retrieval
     if not no_retrieval:
@@ -111,15 +111,15 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     resolve_gguf(model)  # a missing .gguf file is named before the head is looked for
     h, _ = load_head(model, preset.retrieval, preset.oracle, head)
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        reasoner = build_reader(preset, model, index_dir, backend, k, head=h).reader
+        reader = build_reader(preset, model, index_dir, backend, k, head=h).reader
     t = time.perf_counter()
     with err.status("reading…", spinner="dots"):
-        result = reasoner.answer_batch([Question(qid="", question=question)], decomposition="question")[0]
+        result = reader.answer_batch([Question(qid="", question=question)], decomposition="question")[0]
     step_facts: list[list] = []
     demos_by = ""
     if steps and not result.steps:  # a head that reads step facts has written them already
         t_steps = time.perf_counter()
-        step_facts, demos_by = _show_steps(question, reasoner, result, k, err)
+        step_facts, demos_by = _show_steps(question, reader, result, k, err)
         result.timings["steps"] = round(time.perf_counter() - t_steps, 3)
     result.timings["total"] = round(time.perf_counter() - t, 3)
     result.qid = None
@@ -155,22 +155,22 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     Console().print(tree)
 
 
-def _show_steps(question: str, reasoner, result, k: int, err: Console) -> tuple[list[list], str]:
+def _show_steps(question: str, reader, result, k: int, err: Console) -> tuple[list[list], str]:
     """``sqa ask --steps`` with the facts reader: write the decomposition into ``result.steps`` and
-    find each step's best sentence (``sqa.reasoner.facts.step_evidence``); returns the per-step
+    find each step's best sentence (``sqa.facts.sources.step_evidence``); returns the per-step
     facts and how the demonstrations were picked. Shown only: the answer does not read them.
 
-    The decomposer (``sqa.reasoner.decomposer.Decomposer``) sees the 3 train-2061 questions nearest
+    The decomposer (``sqa.steps.decomposer.Decomposer``) sees the 3 train-2061 questions nearest
     in meaning (all-MiniLM-L6-v2), whatever their answers, the nearest last; without the MiniLM
     weights, the 3 nearest by BM25 (``bench/results/decomposition_demos.json``: SARI against dev's
     gold decompositions for both)."""
     from sqa.paths import sqa_home
-    from sqa.reasoner.decomposer import Decomposer
-    from sqa.reasoner.facts import default_annotated_facts, step_evidence
-    from sqa.reasoner.trace import StepTrace
+    from sqa.steps.decomposer import Decomposer
+    from sqa.facts.sources import default_annotated_facts, step_evidence
+    from sqa.trace import StepTrace
 
     with err.status("loading MiniLM (demonstrations and step evidence)…", spinner="dots"):
-        dec = Decomposer(reasoner.model, cache_dir=sqa_home() / "cache")
+        dec = Decomposer(reader.model, cache_dir=sqa_home() / "cache")
     if dec.note:
         err.print(f"[dim]note: demonstrations and step evidence by BM25 ({escape(dec.note)})[/dim]")
     encode = dec.encode
@@ -178,8 +178,8 @@ def _show_steps(question: str, reasoner, result, k: int, err: Console) -> tuple[
         result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(dec(question), start=1)]
         facts: list[list] = []
         for s in result.steps:
-            fs = step_evidence(s.question, reasoner.retriever, default_annotated_facts(), question=question, k=k,
-                               encode=encode) if reasoner.retriever is not None else []
+            fs = step_evidence(s.question, reader.retriever, default_annotated_facts(), question=question, k=k,
+                               encode=encode) if reader.retriever is not None else []
             s.evidence = [f.ref for f in fs if f.source == "wikipedia"]
             facts.append(fs)
     return facts, dec.demos_by

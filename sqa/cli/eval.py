@@ -106,7 +106,7 @@ def eval_command(
     model: Annotated[Optional[str], typer.Option("--model", help="Model name, .gguf path or Hugging Face checkpoint "
                                                  "(default: qwen2.5-coder-1.5b).", show_default=False)] = None,
     k: Annotated[int, typer.Option("-k", "--k", help="Paragraphs retrieved per step (top-k).")] = 10,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Questions per reasoner.answer_batch call (GPU: run in lockstep). Each answered question is fsync'd to traces.jsonl at once.")] = 32,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Questions per reader.answer_batch call (GPU: run in lockstep). Each answered question is fsync'd to traces.jsonl at once.")] = 32,
     folds: Annotated[int, typer.Option("--folds", help="Cross-fitting folds for few-shot examples on train / train-2061 / all.")] = 5,
     retrieval: Annotated[Optional[bool], typer.Option("--retrieval/--no-retrieval", help="--no-retrieval: the same model and "
                                                       "prompts without evidence (preset no-retrieval).",
@@ -119,7 +119,7 @@ def eval_command(
         return
     from sqa.eval.runner import EvalOptions, check_run_file, run_eval, select_questions
     from sqa.pipeline import index_info, load_head, reader_factory
-    from sqa.reasoner.models import DEFAULT_MODEL
+    from sqa.models.registry import DEFAULT_MODEL
 
     chosen = choose_preset(preset, reader, retrieval, oracle)
     reader, retrieval, oracle = chosen.reader, chosen.retrieval, chosen.oracle

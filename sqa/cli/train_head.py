@@ -35,7 +35,7 @@ from sqa.types import SqaError
 
 def features_meta(model_name: str, sha: str | None, settings, index_info: dict) -> dict:
     """What a features file was made with; a cache is reused only when this matches."""
-    from sqa.reasoner.factreader import PROMPT_VERSION
+    from sqa.facts.prompt import PROMPT_VERSION
 
     return {"model": model_name, "model_sha256": sha, "prompt": PROMPT_VERSION, "facts": settings.to_dict(),
             "index_paragraphs": index_info.get("paragraph_count"), "index_preset": index_info.get("preset")}
@@ -85,14 +85,14 @@ def train_head_command(
     backend: BackendOpt = "embedded",
 ) -> None:
     """Train the answer heads (facts and no-retrieval) for a reader model on train-2061."""
-    from sqa.features import FactSelector, FactSettings, extract
+    from sqa.facts.features import FactSelector, FactSettings, extract
     from sqa.indexing import open_backend
     from sqa.paths import sqa_home
-    from sqa.reasoner.factreader import demo_qids
-    from sqa.reasoner.models import load_model
+    from sqa.facts.prompt import demo_qids
+    from sqa.models.registry import load_model
     from sqa.retriever.steps import StepRetriever
     from sqa.strategyqa import load_questions, questions_by_id
-    from sqa.train_head import Dataset, candidate_specs, cross_validate, fit_heads, model_sha256, report
+    from sqa.facts.training import Dataset, candidate_specs, cross_validate, fit_heads, model_sha256, report
 
     if limit < 20:
         raise SqaError(f"--limit {limit}: too few questions to cross-validate; use at least 20 (600+ to decide)")
@@ -124,13 +124,13 @@ def train_head_command(
     sel = FactSelector(StepRetriever(be), settings)
     decompose = None
     if sel.needs_steps:
-        from sqa.reasoner.decomposer import Decomposer
+        from sqa.steps.decomposer import Decomposer
 
         decompose = Decomposer(lm, encode=sel.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache")
     cols = (TextColumn("[bold]features"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*cols, console=err) as prog:
-        from sqa.features import read_done
+        from sqa.facts.features import read_done
 
         done = read_done(path)  # once, not once per question
         have = sum(1 for q in questions if q.qid in done)
@@ -163,7 +163,7 @@ def train_head_command(
     table = Table(title=f"answer heads for {safe}: out-of-fold on {rep['n']} train-2061 questions")
     for c in ("head", "features", "accuracy", "95 % interval", "AUC"):
         table.add_column(c)
-    for kind, key in (("plain (no retrieval)", "plain_head"), ("facts", "facts_head")):
+    for kind, key in (("plain (no retrieval)", "plain_head"), ("facts", "facts_prefix")):
         r = rep[key]
         name = rep["plain_name"] if key == "plain_head" else rep["chosen_facts"]
         table.add_row(kind, name, f"{r['accuracy']:.3f}", f"{r['interval95'][0]:.3f}-{r['interval95'][1]:.3f}", f"{r['auc']:.3f}")

@@ -29,7 +29,7 @@ def fold_of(qid: str, folds: int = DEFAULT_FOLDS) -> int:
 
 @dataclass(frozen=True)
 class FewShotPool:
-    """The questions a reasoner may draw few-shot examples from, for one group of evaluated
+    """The questions a reader may draw few-shot examples from, for one group of evaluated
     questions. ``name`` is e.g. ``"train-2061"`` or ``"train minus fold 2/5"``."""
 
     name: str

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from sqa.reasoner.reasoner import DECISION as STEPS_DECISION
+from sqa.steps.reader import DECISION as STEPS_DECISION
 from sqa.strategyqa import SPLITS, load_questions
 from sqa.types import MAX_K, ORACLES, Question, SqaError
 
 DECOMPOSITIONS = ("predicted", "gold", "question")
 READERS = ("facts", "steps")
 DEFAULT_FOLDS = 5
-# STEPS_DECISION: how the steps reader makes its final answer (fixed; sqa.reasoner.reasoner). It is
+# STEPS_DECISION: how the steps reader makes its final answer (fixed; sqa.steps.reader). It is
 # recorded in the identity of steps runs, so a run recorded with another decision is refused, not mixed.
 
 

@@ -101,7 +101,7 @@ def expected_calibration_error(bins: Sequence[dict]) -> float | None:
 
 def signal_accuracy(rows: Sequence[dict]) -> dict[str, dict]:
     """Accuracy (P(yes) >= 0.5) and mean P(yes) of every P(yes) reading recorded for all labelled
-    rows (``--signals``; see ``sqa.reasoner.Reasoner``): e.g. ``plain`` is the no-retrieval answer of the
+    rows (``--signals``; see ``sqa.steps.reader.StepsReader``): e.g. ``plain`` is the no-retrieval answer of the
     same questions. ``{name: {"n", "Accuracy", "mean_p_yes"}}``; empty when none was recorded."""
     labelled = [r for r in rows if r["correct"] is not None]
     if not labelled:

@@ -25,7 +25,7 @@ from typing import Sequence
 
 from sqa.eval.options import EvalOptions, legacy_default, legacy_identity
 from sqa.jsonio import write_json_atomic
-from sqa.reasoner.trace import ReasoningResult, StepTrace
+from sqa.trace import ReasoningResult, StepTrace
 from sqa.types import SqaError
 
 RUN_FILE = "run.json"

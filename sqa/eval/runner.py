@@ -1,4 +1,4 @@
-"""Batch evaluation of a reasoner over a StrategyQA split, resumable from disk.
+"""Batch evaluation of a reader over a StrategyQA split, resumable from disk.
 
 A run directory holds ``run.json`` and ``traces.jsonl`` (:mod:`sqa.eval.rundir`: what defines the
 run, and one fsync'd line per answered question, the source of truth), and ``predictions.json``
@@ -7,8 +7,8 @@ run, and one fsync'd line per answered question, the source of truth), and ``pre
 Few-shot examples never include the question answered (:mod:`sqa.eval.fewshot`); the options
 are :class:`sqa.eval.options.EvalOptions`.
 
-The reasoner is anything with ``answer_batch(questions, decomposition=..., on_result=...)``
-(:class:`sqa.types.BatchReasoner`); ``run_eval`` asks a factory for one per few-shot pool.
+The reader is anything with ``answer_batch(questions, decomposition=..., on_result=...)``
+(:class:`sqa.types.BatchReader`); ``run_eval`` asks a factory for one per few-shot pool.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from sqa.eval.run_metrics import (METRICS_FILE, PREDICTIONS_FILE, REPORT_MD, REP
                                   finalize_run, question_rows, signal_accuracy)
 from sqa.eval.rundir import (RUN_FILE, TRACES_FILE, TraceLog, check_run_file, now, read_traces,  # noqa: F401
                              result_from_dict)
-from sqa.reasoner.trace import ReasoningResult
-from sqa.types import BatchReasoner, Question, SqaError
+from sqa.trace import ReasoningResult
+from sqa.types import BatchReader, Question, SqaError
 
 
 @dataclass
@@ -74,7 +74,7 @@ def _batches(items: Sequence, size: int) -> Iterator[list]:
 def run_eval(
     options: EvalOptions,
     out_dir: str | Path,
-    reasoner_for: Callable[[FewShotPool], BatchReasoner],
+    reader_for: Callable[[FewShotPool], BatchReader],
     *,
     questions: Sequence[Question] | None = None,
     index_info: dict | None = None,
@@ -83,7 +83,7 @@ def run_eval(
     """Evaluate ``questions`` (default: ``select_questions(options.split, options.limit)``) into
     ``out_dir``, resuming what ``traces.jsonl`` already holds.
 
-    ``reasoner_for(pool)`` returns the reasoner to use for the questions whose few-shot pool is
+    ``reader_for(pool)`` returns the reader to use for the questions whose few-shot pool is
     ``pool``; it is called only when some question still needs answering (a finished run just
     regenerates its outputs). ``index_info`` (backend, paragraph_count, ...) goes into
     ``run.json``/``metrics.json``. ``on_progress`` is called once at the start and after each answered question.
@@ -91,7 +91,7 @@ def run_eval(
     Ctrl-C (KeyboardInterrupt) is caught: lines being written are finished, the outputs are
     regenerated from what is done, and the summary comes back with ``interrupted=True``. Any other
     error also regenerates the outputs, then propagates. Raises SqaError when ``out_dir`` holds a run
-    with other options, when another process is writing it, or when the reasoner returns results
+    with other options, when another process is writing it, or when the reader returns results
     that do not match the batch.
     """
     out_dir = Path(out_dir)
@@ -118,7 +118,7 @@ def run_eval(
         try:
             try:
                 for pool, group in plan_fewshot(options.split, pending, options.folds):
-                    reasoner = reasoner_for(pool)
+                    reader = reader_for(pool)
                     for batch in _batches(group, options.batch_size):
                         clock = [time.perf_counter()]
                         written: list[dict] = []
@@ -127,8 +127,8 @@ def run_eval(
                             # one durable line per finished question, so Ctrl-C / kill -9 loses at most the
                             # question being worked on
                             if len(written) >= len(batch):
-                                raise SqaError(f"the reasoner returned more results than the {len(batch)} questions "
-                                               f"of a batch (first qid {batch[0].qid}); this is a bug in the reasoner")
+                                raise SqaError(f"the reader returned more results than the {len(batch)} questions "
+                                               f"of a batch (first qid {batch[0].qid}); this is a bug in the reader")
                             q = batch[len(written)]
                             _check_qid(q, r)
                             now = time.perf_counter()
@@ -146,12 +146,12 @@ def run_eval(
                             if on_progress:
                                 on_progress(stats)
 
-                        results = reasoner.answer_batch(batch, decomposition=options.decomposition,
+                        results = reader.answer_batch(batch, decomposition=options.decomposition,
                                                         on_result=on_result)
                         if len(results) != len(batch) or len(written) != len(batch):
-                            raise SqaError(f"the reasoner returned {len(results)} results ({len(written)} reported) "
+                            raise SqaError(f"the reader returned {len(results)} results ({len(written)} reported) "
                                            f"for a batch of {len(batch)} questions (first qid {batch[0].qid}); "
-                                           "this is a bug in the reasoner")
+                                           "this is a bug in the reader")
             except KeyboardInterrupt:
                 interrupted = True
         finally:
@@ -170,7 +170,7 @@ def _check_qid(q: Question, r: ReasoningResult) -> None:
     if r.qid is None:
         r.qid = q.qid
     elif r.qid != q.qid:
-        raise SqaError(f"the reasoner returned a result for {r.qid} in the place of {q.qid}; results must "
+        raise SqaError(f"the reader returned a result for {r.qid} in the place of {q.qid}; results must "
                        "come back in the order of the questions")
 
 
@@ -187,6 +187,6 @@ def _record(q: Question, r: ReasoningResult, pool: FewShotPool, seconds: float, 
     }
     fewshot_qids = rec.get("fewshot_qids")
     if fewshot_qids and q.qid in fewshot_qids:
-        raise SqaError(f"the reasoner used question {q.qid} as its own few-shot example (pool {pool.name}); "
-                       "this is a bug in the reasoner's example selection")
+        raise SqaError(f"the reader used question {q.qid} as its own few-shot example (pool {pool.name}); "
+                       "this is a bug in the reader's example selection")
     return rec

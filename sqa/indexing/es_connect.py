@@ -10,23 +10,11 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
+from sqa.redact import redact_url  # noqa: F401  (re-exported: elastic.py, download.py)
 from sqa.types import SqaError
 
 DEFAULT_URL = "http://localhost:9200"
 _HELP = "start it with `docker compose -f docker/docker-compose.yml up -d` or point SQA_ES_URL at your cluster"
-
-
-def redact_url(url: str) -> str:
-    """``url`` without any ``user:password@`` part (for messages and the manifest), with or
-    without a scheme (``elastic:PW@host:9200`` too). Never raises."""
-    url = str(url)
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    authority, slash, tail = rest.partition("/")
-    if "@" in authority:
-        authority = authority.rsplit("@", 1)[1]
-    return (f"{scheme}://" if sep else "") + authority + slash + tail
 
 
 def check_url(url: str, var: str = "SQA_ES_URL") -> str:

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sqa.reasoner.head import (SCALARS, AnswerHead, FeatureSpec, accuracy_interval, choose_c, feature_vector, fit_head,
+from sqa.facts.head import (SCALARS, AnswerHead, FeatureSpec, accuracy_interval, choose_c, feature_vector, fit_head,
                                out_of_fold, paired_difference, scalar_features)
 
 
@@ -45,7 +45,7 @@ class Dataset:
     def build(cls, records: Sequence[dict], questions_by_id: dict) -> "Dataset":
         recs = [r for r in records if questions_by_id.get(r["qid"]) is not None
                 and questions_by_id[r["qid"]].answer is not None]
-        from sqa.reasoner.factreader import decode_state
+        from sqa.facts.prompt import decode_state
 
         for r in recs:  # decode once
             if r["states"] and isinstance(next(iter(r["states"].values())), str):
@@ -61,7 +61,7 @@ class Dataset:
 
 def verbalised(ds: Dataset, readout: str) -> np.ndarray:
     """P(yes) the model itself gives at a read-out (sigmoid of its yes/no log-odds)."""
-    from sqa.reasoner.head import feature_vector as fv
+    from sqa.facts.head import feature_vector as fv
 
     lo = np.array([fv(FeatureSpec((), (readout,)), {}, r["log_odds"], {})[0] for r in ds.records])
     return 1 / (1 + np.exp(-lo))
@@ -129,7 +129,7 @@ def report(ds: Dataset, rows: Sequence[dict]) -> dict:
     return {"n": len(y), "majority_no": round(float(np.mean(~y)), 4), "chosen_facts": best["name"],
             "choice_rule": "plain + facts after the last fact + retrieval scores, unless another facts spec beats it "
                            "by more than one standard error of the paired out-of-fold difference", "plain_name": plain["name"],
-            "facts_head": {k: best[k] for k in ("accuracy", "interval95", "auc", "log_loss", "C")},
+            "facts_prefix": {k: best[k] for k in ("accuracy", "interval95", "auc", "log_loss", "C")},
             "plain_head": {k: plain[k] for k in ("accuracy", "interval95", "auc", "log_loss", "C")},
             "facts_minus_plain": {"difference": round(d, 4), "interval95": [round(dlo, 4), round(dhi, 4)],
                                   "paired_on": len(y)},
@@ -141,7 +141,7 @@ def model_sha256(model) -> str | None:
     path = getattr(model, "path", None)
     if path is None:
         return None
-    from sqa.reasoner.models import MODELS
+    from sqa.models.registry import MODELS
 
     for spec in MODELS.values():  # built-in models: checked against this sha256 when assembled
         if getattr(model, "name", None) == spec.name and Path(path).name == spec.filename:

@@ -20,7 +20,7 @@ The "plain" prompt is the same without any facts (instruction and demonstrations
 lines): the no-retrieval reading of the same model.
 
 Features of one question (``read_question``): per read-out point, the hidden state (n_embd floats)
-and the log-odds. The trained answer head (``sqa.reasoner.head``) maps them to P(yes).
+and the log-odds. The trained answer head (``sqa.facts.head``) maps them to P(yes).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sqa.reasoner.facts import Fact
+from sqa.facts.sources import Fact
 from sqa.types import Question
 
 PROMPT_VERSION = "facts-v1"
@@ -77,7 +77,7 @@ def demo_qids() -> frozenset[str]:
     return frozenset(d.qid for d in fixed_demos())
 
 
-def facts_head() -> str:
+def facts_prefix() -> str:
     parts = [INSTRUCTION]
     for d in fixed_demos():
         parts.append(f"Question: {d.question}\nFacts:\n" + "".join(f"- {f}\n" for f in d.facts)
@@ -85,7 +85,7 @@ def facts_head() -> str:
     return "".join(parts)
 
 
-def plain_head() -> str:
+def plain_prefix() -> str:
     return PLAIN_INSTRUCTION + "".join(f"Question: {d.question}\nAnswer: {'Yes' if d.answer else 'No'}\n\n"
                                        for d in fixed_demos())
 
@@ -93,7 +93,7 @@ def plain_head() -> str:
 def facts_prompts(question: str, facts: Sequence[str]) -> list[str]:
     """The read-out prompts after 1..len(facts) fact lines (prefixes of one another up to the
     trailing "Answer:")."""
-    base = facts_head() + f"Question: {question.strip()}\nFacts:\n"
+    base = facts_prefix() + f"Question: {question.strip()}\nFacts:\n"
     out = []
     for i in range(1, len(facts) + 1):
         out.append(base + "".join(f"- {f.strip()}\n" for f in facts[:i]) + "Answer:")
@@ -101,7 +101,7 @@ def facts_prompts(question: str, facts: Sequence[str]) -> list[str]:
 
 
 def plain_prompt(question: str) -> str:
-    return plain_head() + f"Question: {question.strip()}\nAnswer:"
+    return plain_prefix() + f"Question: {question.strip()}\nAnswer:"
 
 
 def interleave(first: Sequence[Fact], second: Sequence[Fact]) -> list[Fact]:

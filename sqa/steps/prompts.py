@@ -1,7 +1,7 @@
 """Prompts of the decomposer and the reader, and the few-shot demonstrations they use.
 
 One question is one growing transcript, a :class:`sqa.types.ChatPrompt` whose open assistant turn
-grows step by step, so the llama.cpp prefix cache reads each part once (``sqa.reasoner.llamacpp``;
+grows step by step, so the llama.cpp prefix cache reads each part once (``sqa.models.llamacpp``;
 each model renders the messages in its own chat template, ChatML for the shipped Qwen2.5)::
 
     system: INSTRUCTION                                  <- static: cached across questions
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from sqa.reasoner.chat import IM_END
-from sqa.reasoner.facts import split_sentences
+from sqa.models.chat import IM_END
+from sqa.text import split_sentences
 from sqa.types import ChatPrompt, Question
 
 SYSTEM = (

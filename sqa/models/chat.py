@@ -4,7 +4,7 @@ GGUF models), for llama.cpp, which is given text, not messages.
 ChatML: each turn is ``<|im_start|>{role}\\n{content}<|im_end|>\\n``; the open assistant turn is
 ``<|im_start|>assistant\\n`` followed by the reply so far. This is what Qwen2.5's own template
 (``tokenizer.apply_chat_template(..., add_generation_prompt=True)``) gives for a conversation that
-has a system message. Hugging Face models apply their own template instead (``sqa.reasoner.hf``).
+has a system message. Hugging Face models apply their own template instead (``sqa.models.hf``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A regularised logistic regression (scikit-learn; standardised features, L2, the 
 chosen by grouped cross-validation) over, per question:
 
 - the final-layer hidden state of the last token under the plain prompt (no evidence) and/or under
-  the facts prompt after ``n_facts`` fact lines (``sqa.reasoner.factreader``),
+  the facts prompt after ``n_facts`` fact lines (``sqa.facts.prompt``),
 - the yes/no log-odds of the next token at the same read-outs,
 - retrieval scores (BM25 of the top paragraph and of the best Wikipedia / train fact).
 

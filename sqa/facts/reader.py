@@ -1,11 +1,11 @@
-"""The facts reasoner (default ``--reader facts``): select a few facts for the question, read them
+"""The facts reader (default ``--reader facts``): select a few facts for the question, read them
 with the facts reader, and answer with the trained answer head.
 
     question ─► retriever top-k paragraphs ─► BM25 best sentences ┐
              └► train-2061 annotated facts (never the question's own) ┴► facts reader ─► answer head ─► P(yes)
 
 Each read-out (plain prompt, after each fact line) gives the model's last-token hidden state and
-its yes/no log-odds (``sqa.reasoner.factreader``); the head (``sqa.reasoner.head``) maps the
+its yes/no log-odds (``sqa.facts.prompt``); the head (``sqa.facts.head``) maps the
 features it was trained on to P(yes). Without retrieval the same reader reads the plain prompt only
 and the no-retrieval head answers. The model's own verbalised readings are kept in
 ``ReasoningResult.signals`` ("plain", "facts") for comparison.
@@ -17,10 +17,10 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
-from sqa.features import FactSelector, FactSettings, question_features, read_done
-from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures
-from sqa.reasoner.head import AnswerHead, feature_vector, scalar_features
-from sqa.reasoner.trace import ReasoningResult
+from sqa.facts.features import FactSelector, FactSettings, question_features, read_done
+from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
+from sqa.facts.head import AnswerHead, feature_vector, scalar_features
+from sqa.trace import ReasoningResult
 from sqa.types import ORACLES, LanguageModel, Question, SqaError
 
 
@@ -28,7 +28,7 @@ def _sigmoid(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(min(z, 60.0), -60.0)))
 
 
-class FactsReasoner:
+class FactsReader:
     """Answers questions with the facts reader and a trained ``AnswerHead``.
 
     - ``retriever``: a ``sqa.retriever`` Retriever (None: no retrieval; the head must then read
@@ -62,16 +62,16 @@ class FactsReasoner:
                                      oracle=oracle, backend=backend)
         self.decomposer = None
         if self.selector.needs_steps:  # a head trained on step facts: the model writes the steps first
-            from sqa.reasoner.decomposer import Decomposer
+            from sqa.steps.decomposer import Decomposer
 
             self.decomposer = Decomposer(model, encode=self.selector.step_encode, require_minilm=True,
                                          cache_dir=prefix_cache)
         self._cache = read_done(Path(features_cache)) if features_cache else {}
         warm = getattr(model, "warm_prefixes", None)
         if prefix_cache is not None and warm is not None:
-            from sqa.reasoner.factreader import facts_head, plain_head
+            from sqa.facts.prompt import facts_prefix, plain_prefix
 
-            warm([plain_head()] + ([facts_head()] if head.spec.uses_facts or oracle else []), prefix_cache)
+            warm([plain_prefix()] + ([facts_prefix()] if head.spec.uses_facts or oracle else []), prefix_cache)
 
     def _select(self, q: Question, steps: Sequence[str] = ()):
         """(facts, hits) for one question: the oracle's, the selector's when the head reads facts,
@@ -102,7 +102,7 @@ class FactsReasoner:
         timings["total"] = round(sum(timings.values()), 4)
         if "cached" in qf.seconds:
             timings["cached"] = 1.0
-        from sqa.reasoner.trace import StepTrace
+        from sqa.trace import StepTrace
 
         steps = [StepTrace(index=i, question=st) for i, st in enumerate(qf.steps, start=1)]
         return ReasoningResult(
@@ -138,7 +138,7 @@ def head_for(model_name: str, kind: str, path: str | Path | None = None) -> Answ
     """The answer head to use: ``path`` if given, else ``$SQA_HOME/heads/<model>.<kind>.json``
     (written by ``sqa train-head``), else the one shipped in the package. Raises SqaError if none."""
     from sqa.paths import sqa_home
-    from sqa.reasoner.head import shipped_head_path
+    from sqa.facts.head import shipped_head_path
 
     if path:
         return AnswerHead.load(path)
@@ -150,4 +150,4 @@ def head_for(model_name: str, kind: str, path: str | Path | None = None) -> Answ
                    f"`sqa train-head --model {model_name}` (or use --reader steps)")
 
 
-__all__ = ["FactsReasoner", "ORACLES", "PROMPT_VERSION", "head_for"]
+__all__ = ["FactsReader", "ORACLES", "PROMPT_VERSION", "head_for"]

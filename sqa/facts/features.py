@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from sqa.reasoner.facts import AnnotatedFacts, Fact, WikipediaFacts, default_annotated_facts
-from sqa.reasoner.factreader import PROMPT_VERSION, QuestionFeatures, interleave, read_question
+from sqa.facts.sources import AnnotatedFacts, Fact, WikipediaFacts, default_annotated_facts
+from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures, interleave, read_question
 from sqa.types import ORACLES, Question, SqaError
 
 
@@ -39,8 +39,8 @@ class FactSettings:
     Heads record the value they were trained with, and ``from_dict`` restores it.
 
     ``step_facts`` > 0: the reader model first writes the question's decomposition
-    (``sqa.reasoner.decomposer.Decomposer``), each step without ``#k`` contributes its best
-    sentence (``sqa.reasoner.facts.step_evidence``: all-MiniLM-L6-v2 cosine over the step's top-k
+    (``sqa.steps.decomposer.Decomposer``), each step without ``#k`` contributes its best
+    sentence (``sqa.facts.sources.step_evidence``: all-MiniLM-L6-v2 cosine over the step's top-k
     paragraphs' sentences and the 10 best train-2061 facts, never the question's own), at most
     ``step_facts`` of them, shown first; the question-level facts above fill the rest, ``wiki +
     train`` facts in all. Needs the MiniLM weights. Off by default: with the 1.5B model, on the first
@@ -148,7 +148,7 @@ class FactSelector:
         return facts, hits
 
     def _paragraph_oracle(self, q: Question) -> tuple[list[Fact], list]:
-        from sqa.reasoner.facts import rank_sentences
+        from sqa.facts.sources import rank_sentences
         from sqa.types import Hit
 
         if not q.evidence:
@@ -166,7 +166,7 @@ class FactSelector:
     def step_sentences(self, q: Question, steps: Sequence[str]) -> list[Fact]:
         """The best sentence of each step in ``steps`` (``step_evidence``), in step order,
         duplicates and the question's own annotated facts left out, at most ``settings.step_facts``."""
-        from sqa.reasoner.facts import step_evidence
+        from sqa.facts.sources import step_evidence
 
         out: list[Fact] = []
         seen = set()
@@ -231,9 +231,9 @@ def question_features(model, q: Question, select: Callable[[Question, Sequence[s
     """Decompose (when ``decompose`` is given) -> select facts -> read one question.
 
     ``select(q, steps) -> (facts, hits)`` (e.g. ``FactSelector.select``); ``decompose(question,
-    exclude_qid) -> steps`` (``sqa.reasoner.decomposer.Decomposer``). The record's ``seconds`` gets
+    exclude_qid) -> steps`` (``sqa.steps.decomposer.Decomposer``). The record's ``seconds`` gets
     "select" and, with a decomposer, "decompose" (wall seconds); ``steps`` is kept when decomposed.
-    Used by ``extract`` (features files) and ``FactsReasoner.features`` (answers), so a head
+    Used by ``extract`` (features files) and ``FactsReader.features`` (answers), so a head
     reads at answer time exactly what it was trained on."""
     t = time.perf_counter()
     steps = decompose(q.question, q.qid or None) if decompose is not None else []
@@ -255,10 +255,10 @@ def extract(model, selector: FactSelector, questions: Sequence[Question], path: 
             decompose: Callable[[str, str | None], list[str]] | None = None) -> dict[str, dict]:
     """Extract the features of every question not yet in ``path`` (JSON lines, appended and
     fsync'd one question at a time). Returns qid -> record for all of ``questions``.
-    ``decompose(question, qid) -> steps`` (e.g. ``sqa.reasoner.decomposer.Decomposer(model)``) is
+    ``decompose(question, qid) -> steps`` (e.g. ``sqa.steps.decomposer.Decomposer(model)``) is
     required when the selector reads step facts (``FactSelector.needs_steps``); SqaError if missing."""
     if selector.needs_steps and decompose is None:
-        raise SqaError("these fact settings read step facts: pass a decomposer (sqa.reasoner.decomposer.Decomposer)")
+        raise SqaError("these fact settings read step facts: pass a decomposer (sqa.steps.decomposer.Decomposer)")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     done = read_done(path, repair=True)

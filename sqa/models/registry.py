@@ -129,16 +129,16 @@ def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
 def load_model(model: str = DEFAULT_MODEL, *, n_ctx: int = 4096, n_threads: int | None = None,
                device: str | None = None) -> LanguageModel:
     """Load a ``LanguageModel`` by name (see module doc): GGUF names/paths on llama.cpp (CPU,
-    ``sqa.reasoner.llamacpp.LlamaCppModel``), anything else with transformers
-    (``sqa.reasoner.hf.HFModel``; torch is imported only then). Raises SqaError when the model
+    ``sqa.models.llamacpp.LlamaCppModel``), anything else with transformers
+    (``sqa.models.hf.HFModel``; torch is imported only then). Raises SqaError when the model
     cannot be found or loaded."""
     if not model or not model.strip():
         raise SqaError(f"empty --model; use one of {', '.join(MODELS)}, a .gguf path or a Hugging Face name/path")
     gguf = resolve_gguf(model)
     if gguf is not None:
-        from sqa.reasoner.llamacpp import LlamaCppModel
+        from sqa.models.llamacpp import LlamaCppModel
 
         return LlamaCppModel(gguf, name=model if model in MODELS else gguf.name, n_ctx=n_ctx, n_threads=n_threads)
-    from sqa.reasoner.hf import HFModel
+    from sqa.models.hf import HFModel
 
     return HFModel(model, device=device)

@@ -10,19 +10,18 @@ Two knowledge sources, each ranked by Okapi BM25 (``bm25s``; Robertson & Zaragoz
   same text); a dev or test question therefore sees train facts only.
 
 StrategyQA's annotated facts are one sentence each, about 11 words; the reader's demonstrations
-show such facts (``sqa.reasoner.factreader``), so selected sentences are cut to ``max_words``.
+show such facts (``sqa.facts.prompt``), so selected sentences are cut to ``max_words``.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+from sqa.text import clip_words, split_sentences
 from sqa.types import Hit, Question
 
-_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
 @dataclass(frozen=True)
@@ -43,18 +42,6 @@ class Fact:
     def from_dict(cls, d: dict) -> "Fact":
         """The inverse of ``to_dict`` (a features record's ``facts`` entries). KeyError if a key is missing."""
         return cls(d["text"], d["source"], d["ref"], d["score"])
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a paragraph: split after '.', '!' or '?' followed by whitespace and an upper-case
-    letter, digit, quote or parenthesis. Empty pieces dropped."""
-    return [s.strip() for s in _SENT.split(text.strip()) if s.strip()]
-
-
-def clip_words(text: str, max_words: int) -> str:
-    """``text`` cut to ``max_words`` words, "..." marking a cut."""
-    w = text.split()
-    return text.strip() if len(w) <= max_words else " ".join(w[:max_words]) + " ..."
 
 
 class _BM25:

@@ -4,7 +4,7 @@ Why cyllama and not llama-cpp-python: both wrap the same llama.cpp C API, but on
 prebuilt wheel for this platform (the measurements: bench/results/notes.md).
 
 Prompts: raw text is read as it is; a ``ChatPrompt`` is rendered as ChatML, Qwen2.5's chat
-template (``sqa.reasoner.chat``), which is what the shipped GGUF models were tuned on.
+template (``sqa.models.chat``), which is what the shipped GGUF models were tuned on.
 
 Prefix reuse: the context keeps ``n_slots`` KV-cache sequences. Each prompt goes to the slot whose
 cached tokens share the longest prefix with it (llama.cpp server's slot scheme); only the tokens
@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sqa.reasoner.chat import as_chatml_text
+from sqa.models.chat import as_chatml_text
 from sqa.types import Prompt, SqaError
 
 YES_WORDS = (" Yes", "Yes", " yes", "yes", " YES")

@@ -7,7 +7,7 @@ earlier answers as "#k") and the interleaved retrieve-then-answer scheme of IRCo
 (Trivedi et al., ACL 2023; Press et al., Findings of EMNLP 2023), cut down for a 1.5B model on
 2 CPU cores: the top evidence paragraph per step only (trimmed to its best-matching sentences),
 short step answers (one line), one shared transcript per question so the KV cache of every part is
-reused (see ``sqa.reasoner.prompts``), and no free text parsed for the final answer.
+reused (see ``sqa.steps.prompts``), and no free text parsed for the final answer.
 
 The final answer (fixed, ``DECISION``): the mean log-odds of three readings of P(yes),
 ``transcript`` (after the steps, their evidence and answers, with the question repeated),
@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Sequence
 
-from sqa.reasoner import prompts as P
-from sqa.reasoner.operations import compute_step, is_operation_step
-from sqa.reasoner.trace import ReasoningResult, StepTrace
+from sqa.steps import prompts as P
+from sqa.steps.operations import compute_step, is_operation_step
+from sqa.trace import ReasoningResult, StepTrace
 from sqa.retriever.clean import resolve_references
 from sqa.types import ChatPrompt, Hit, LanguageModel, Question, Retriever, SqaError, Step
 
@@ -62,7 +62,7 @@ class _State:
     qid: str | None
     mode: Mode
     head: ChatPrompt | None = None  # instruction + demonstrations + the question's user turn
-    plain_head: ChatPrompt | None = None  # the same with question-only demonstrations ("plain")
+    plain_prefix: ChatPrompt | None = None  # the same with question-only demonstrations ("plain")
     prompt: ChatPrompt | None = None  # head + the transcript so far
     steps: list[str] = field(default_factory=list)
     traces: list[StepTrace] = field(default_factory=list)
@@ -77,7 +77,7 @@ class _State:
         self.prompt = self.prompt.extend(text)
 
 
-class Reasoner:
+class StepsReader:
     """Decomposer + per-step retrieval + reader + yes/no over any ``LanguageModel`` and any
     ``Retriever`` (see the module doc).
 
@@ -95,7 +95,7 @@ class Reasoner:
                  settings: StepsSettings = StepsSettings(), retrieval: bool = True,
                  demo_selector: P.DemoSelector | None = None):
         if retrieval and retriever is None:
-            raise SqaError("Reasoner: retrieval=True needs a retriever (or pass retrieval=False for the no-retrieval baseline)")
+            raise SqaError("StepsReader: retrieval=True needs a retriever (or pass retrieval=False for the no-retrieval baseline)")
         self.model = model
         self.retriever = retriever
         self.k = k
@@ -109,11 +109,11 @@ class Reasoner:
             self._selector = P.default_selector()
         return self._selector
 
-    def with_fewshot_pool(self, questions: Sequence[Question] | None) -> "Reasoner":
-        """A copy of this reasoner (same model, retriever and settings) that draws demonstrations
+    def with_fewshot_pool(self, questions: Sequence[Question] | None) -> "StepsReader":
+        """A copy of this reader (same model, retriever and settings) that draws demonstrations
         from ``questions`` instead of train-2061 (None = train-2061), e.g. for cross-fitting on
         the train split. Building the BM25 index over the pool takes about a second."""
-        return Reasoner(self.model, self.retriever, self.k, settings=self.settings, retrieval=self.retrieval,
+        return StepsReader(self.model, self.retriever, self.k, settings=self.settings, retrieval=self.retrieval,
                         demo_selector=P.DemoSelector(questions) if questions is not None else P.default_selector())
 
     # -- public API ---------------------------------------------------------------------------
@@ -179,7 +179,7 @@ class Reasoner:
             st.fewshot_qids = [d.qid for d in demos]
             st.head = P.question_prompt(demos, st.question, decompose=st.mode != "question")
             st.prompt = st.head
-            st.plain_head = P.question_prompt(demos, st.question, decompose=False)
+            st.plain_prefix = P.question_prompt(demos, st.question, decompose=False)
 
     def _decompose(self, todo: list[_State]) -> None:
         """The decomposer writes the steps of the "predicted" questions (one batched call)."""
@@ -214,7 +214,7 @@ class Reasoner:
             st.timings["retrieve"] += dt
             tr.seconds += dt
             computed = compute_step(tr.question, answers)
-            if computed is not None:  # an operation on earlier answers, computed (sqa.reasoner.operations)
+            if computed is not None:  # an operation on earlier answers, computed (sqa.steps.operations)
                 tr.answer = computed
                 tr.computed = True
                 st.add(f"#{i + 1} = {computed}\n")
@@ -259,7 +259,7 @@ class Reasoner:
         n = len(states)
         t = time.perf_counter()
         prompts = [p for st in states for p in (st.prompt.extend(f"Question: {st.question}\nAnswer:"),
-                                               st.head.extend("Answer:"), st.plain_head.extend("Answer:"))]
+                                               st.head.extend("Answer:"), st.plain_prefix.extend("Answer:"))]
         probs = self.model.yes_probability(prompts)
         dt = (time.perf_counter() - t) / n
         total = (time.perf_counter() - t_start) / n

@@ -16,7 +16,7 @@ Used by ``sqa ask --steps`` (shown only) and by the facts selection with step fa
 from __future__ import annotations
 
 from pathlib import Path
-from sqa.reasoner import prompts as P
+from sqa.steps import prompts as P
 from sqa.types import SqaError
 
 N_DEMOS = 3

@@ -4,11 +4,11 @@ local directory (or a GGUF file via ``gguf_file``, dequantised by transformers).
 On CUDA the weights are bfloat16 and prompts are run as left-padded batches (greedy generation and
 the yes/no read are one forward pass per batch); on CPU float32, one batch at a time as well.
 torch and transformers are imported only when this class is instantiated, so the CPU default path
-(``sqa.reasoner.llamacpp``) never imports them.
+(``sqa.models.llamacpp``) never imports them.
 
 Prompts: raw text is read as it is (the facts reader's prompts); a ``ChatPrompt`` is rendered with
 the checkpoint's own chat template (``tokenizer.apply_chat_template``, generation prompt added,
-then the assistant's reply so far); a checkpoint without one gets ChatML (``sqa.reasoner.chat``).
+then the assistant's reply so far); a checkpoint without one gets ChatML (``sqa.models.chat``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from sqa.reasoner.llamacpp import NO_WORDS, YES_WORDS
-from sqa.reasoner.chat import render_chatml
+from sqa.models.llamacpp import NO_WORDS, YES_WORDS
+from sqa.models.chat import render_chatml
 from sqa.types import ChatPrompt, Prompt, SqaError
 
 if TYPE_CHECKING:  # numpy is imported with torch, at use

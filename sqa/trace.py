@@ -1,4 +1,4 @@
-"""What the reasoner returns for one question: every step with its query, answer and evidence,
+"""What the reader returns for one question: every step with its query, answer and evidence,
 the final answer with its confidence, and timings. ``sqa.eval`` serialises these to
 ``traces.jsonl`` and ``predictions.json``; ``sqa ask --json`` prints ``to_ask_json()``."""
 
@@ -23,19 +23,19 @@ class StepTrace:
     evidence: list[str] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     seconds: float = 0.0
-    computed: bool = False  # the answer was computed from earlier answers (sqa.reasoner.operations), not generated
+    computed: bool = False  # the answer was computed from earlier answers (sqa.steps.operations), not generated
 
 
 @dataclass
 class ReasoningResult:
-    """The reasoner's full output for one question.
+    """The reader's full output for one question.
 
     ``confidence`` is P(answer is right) as read from the model: P(yes) for a yes answer,
     1 - P(yes) for a no. ``p_yes`` is P(" Yes") / (P(" Yes") + P(" No")). ``paragraphs`` are the
     top-10 evidence IDs for the whole question (the leaderboard's ``paragraphs``). ``timings``
     maps a phase name (decompose, retrieve, read, answer, total) to seconds. ``fewshot_qids``
     are the qids of the few-shot demonstrations in the prompt (never ``qid`` itself). When the
-    reasoner corrects the model's label bias, ``p_yes`` is the corrected value and ``p_yes_raw``
+    reader corrects the model's label bias, ``p_yes`` is the corrected value and ``p_yes_raw``
     the model's own.
     """
 
@@ -48,8 +48,8 @@ class ReasoningResult:
     timings: dict[str, float] = field(default_factory=dict)
     model: str = ""
     fewshot_qids: list[str] = field(default_factory=list)  # the train questions shown as demonstrations
-    p_yes_raw: float | None = None  # the model's P(yes) before the reasoner's label-bias correction
-    signals: dict[str, float] = field(default_factory=dict)  # raw P(yes) per prompt read (see Reasoner)
+    p_yes_raw: float | None = None  # the model's P(yes) before the reader's label-bias correction
+    signals: dict[str, float] = field(default_factory=dict)  # raw P(yes) per prompt read (see StepsReader)
     decision: str = ""  # the signals combined into p_yes ("+"-joined), or "head:<features>" for the answer head
     facts: list[dict] = field(default_factory=list)  # facts shown to the reader: {text, source, ref, score}
 

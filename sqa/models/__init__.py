@@ -1,0 +1,15 @@
+"""The model runtimes behind the ``LanguageModel`` protocol (``sqa.types``).
+
+- ``registry``: the model registry, GGUF assembly from PyPI part wheels, ``load_model``.
+- ``llamacpp``: ``LlamaCppModel`` (CPU default, prefix KV-cache reuse).
+- ``hf``: ``HFModel`` (transformers + torch; CUDA bfloat16 batched when a GPU is present).
+- ``chat``: ChatML rendering.
+
+Importing this package does not import torch or load a model.
+"""
+
+from __future__ import annotations
+
+from sqa.models.registry import DEFAULT_MODEL, MODELS, load_model
+
+__all__ = ["DEFAULT_MODEL", "MODELS", "load_model"]
