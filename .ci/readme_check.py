@@ -4,7 +4,8 @@ README's first command installs (``pip install -e '.[models]'``; no dev extras, 
 Probes every case of issue 11 that a newcomer meets first, through the real ``sqa`` script of that
 venv: usage errors, bad input, a damaged corpus, leaked passwords; each must exit with status 2 and
 print exactly one line on stderr, without a traceback (or, where noted, succeed). Then
-``sqa index --preset strategyqa`` and ``sqa search`` must work. Prints a table of every probe
+``sqa index --preset strategyqa`` and ``sqa search`` must work, and ``pip list`` must hold no torch
+and no ``nvidia-*`` package (a first install without CUDA). Prints a table of every probe
 (command, exit status, stderr line) and exits 1 if any probe fails.
 
 Usage: ``VENV/bin/python .ci/readme_check.py`` (from the repository root).
@@ -145,6 +146,15 @@ def main() -> int:
         run("sqa eval score (unknown qids)", ["eval", "score", tmp / "unknown.json"], expect="not StrategyQA questions")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+    # no CUDA on a first install (issue 33): the README's set-up resolves no torch and no nvidia-* package
+    listed = subprocess.run([sys.executable, "-m", "pip", "list", "--format=json"], capture_output=True, text=True)
+    names = sorted(p["name"].lower() for p in json.loads(listed.stdout or "[]"))
+    heavy = [n for n in names if n == "torch" or n.startswith("nvidia-")]
+    rows.append(("pip list: no torch, no nvidia-*", listed.returncode, ", ".join(heavy) or f"{len(names)} packages",
+                 "ok" if listed.returncode == 0 and not heavy else "FAIL: torch/CUDA installed"))
+    if listed.returncode != 0 or heavy:
+        failures.append(f"the README's set-up installed {heavy or 'nothing readable (pip list failed)'}")
 
     width = max(len(r[0]) for r in rows)
     print(f"\n{'probe':<{width}}  exit  stderr (last line)")

