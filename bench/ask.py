@@ -1,11 +1,12 @@
 """Seconds per question of the reader (``sqa ask``'s pipeline) on dev questions, plus the raw
-llama.cpp speeds behind it; writes bench/results/ask.json (merging into what is there).
+llama.cpp speeds behind it; writes bench/work/ask.json or --out (merging into what is there;
+the recorded one: --out bench/results/ask.json).
 
-    python bench/ask.py --index-dir INDEX_DIR -n 10                  # preset facts (what `sqa ask` runs)
-    python bench/ask.py --index-dir INDEX_DIR -n 10 --side-by-side   # facts, then preset steps, one run
-    python bench/ask.py --index-dir INDEX_DIR -n 10 --preset steps
-    python bench/ask.py --speed-only            # just the tokens/s microbenchmark
-    python bench/ask.py --index-dir INDEX_DIR --one-command 3 [--steps]   # separate `sqa ask` commands
+    python -m bench.ask --index-dir INDEX_DIR -n 10                  # preset facts (what `sqa ask` runs)
+    python -m bench.ask --index-dir INDEX_DIR -n 10 --side-by-side   # facts, then preset steps, one run
+    python -m bench.ask --index-dir INDEX_DIR -n 10 --preset steps
+    python -m bench.ask --speed-only            # just the tokens/s microbenchmark
+    python -m bench.ask --index-dir INDEX_DIR --one-command 3 [--steps]   # separate `sqa ask` commands
 
 Per question: wall seconds of the reader's ``answer_batch([q])`` after the model is loaded (before
 session 11 the first question paid for reading the static prompt heads, later ones reused them from
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-RESULTS = Path(__file__).resolve().parent / "results" / "ask.json"
+RESULTS = Path(__file__).resolve().parent / "work" / "ask.json"  # the recorded one: --out bench/results/ask.json
 
 
 def speed(model, n_read: int = 256, n_gen: int = 64) -> dict:  # noqa: C901
@@ -111,8 +112,9 @@ def one_command(args, results: dict, out_path: Path) -> int:
     key = "one command" + (" --steps" if args.steps else "")
     results.setdefault(args.model, {})[key] = {
         "question": args.question, "runs": rows,
-        "command": "python " + " ".join(sys.argv).replace(idx, "INDEX_DIR"),
+        "command": "python -m bench.ask " + " ".join(sys.argv[1:]).replace(idx, "INDEX_DIR"),
         "note": "wall clock of separate `sqa ask` processes one after another; 2 cores shared with other jobs"}
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=1) + "\n")
     return 0
 
@@ -162,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         entry["llamacpp_speed"] = speed(model)
     if not args.speed_only:
         idx = args.index_dir or str(default_index_dir())
-        command = "python " + " ".join(sys.argv).replace(idx, "INDEX_DIR")
+        command = "python -m bench.ask " + " ".join(sys.argv[1:]).replace(idx, "INDEX_DIR")
         qs = load_questions(args.split)[: args.n]
         presets = [args.preset] + (["steps"] if args.side_by_side and args.preset != "steps" else [])
         for name in presets:

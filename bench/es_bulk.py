@@ -1,8 +1,9 @@
 """The Elasticsearch bulk path (``sqa index --backend elasticsearch``) at a small scale, for the
-figures and the bulk settings of docs/elasticsearch.md: writes bench/results/es_bulk.json.
+figures and the bulk settings of docs/elasticsearch.md: writes bench/work/es_bulk.json or --out
+(the recorded one: bench/results/es_bulk.json).
 
-    python bench/es_bulk.py                                   # noida-db started here, 200,000 paragraphs
-    SQA_ES_URL=http://localhost:9200 SQA_ES_USER=elastic SQA_ES_PASSWORD=... python bench/es_bulk.py --n 2000000
+    python -m bench.es_bulk                                   # noida-db started here, 200,000 paragraphs
+    SQA_ES_URL=http://localhost:9200 SQA_ES_USER=elastic SQA_ES_PASSWORD=... python -m bench.es_bulk --n 2000000
 
 Server: ``$SQA_ES_URL`` if set (a real cluster), else noida-db (the Elasticsearch-API server the
 tests use, ``pip install noida-db``) started on a free port. noida-db is not Elasticsearch: its
@@ -33,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench" / "work"
-RESULTS = ROOT / "bench" / "results" / "es_bulk.json"
+RESULTS = WORK / "es_bulk.json"  # the recorded one: --out bench/results/es_bulk.json
 
 
 def _free_port() -> int:
@@ -81,7 +82,6 @@ def start_noida() -> tuple[str, subprocess.Popen]:
 
 
 def child(spec: dict) -> dict:
-    sys.path.insert(0, str(ROOT))
     from sqa.indexing import build_index
     from sqa.indexing.elastic import ElasticsearchBackend
 
@@ -114,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(json.loads(a.child))))
         return 0
 
-    sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
-    from index import make_resampled_corpus
+    from bench.index import make_resampled_corpus
 
     src = make_resampled_corpus(WORK / "resampled-300000.jsonl.gz", 300_000)
     corpus = WORK / f"es-bulk-{a.n}.jsonl.gz"
@@ -141,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                         "corpus": str(corpus), "commit_every": a.commit_every}
                 row = {"workers": w, "chunk_size": c, "repeat": rep, "load_before": [round(x, 2) for x in os.getloadavg()]}
                 s0 = _proc_cpu(proc.pid if proc else None)
-                p = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=subprocess.PIPE,
+                p = subprocess.Popen([sys.executable, "-m", "bench.es_bulk", "--child", json.dumps(spec)], stdout=subprocess.PIPE,
                                      text=True)
                 _, status, ru = os.wait4(p.pid, 0)
                 out = p.stdout.read()
@@ -172,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 "client_cpu_us_per_paragraph": round(sum(r["client_cpu_seconds"] for r in ok) / sum(r["paragraphs"] for r in ok) * 1e6, 1),
                 "count_equals_read": all(r["count"] == r["paragraphs"] for r in ok)}
     result = {"benchmark": "bench/es_bulk.py",
-              "command": " ".join(["python", "bench/es_bulk.py", *(argv if argv is not None else sys.argv[1:])]),
+              "command": " ".join(["python", "-m", "bench.es_bulk", *(argv if argv is not None else sys.argv[1:])]),
               "server": server, "paragraphs": a.n, "cores": os.cpu_count(),
               "note": "the machine's 2 cores were shared with other jobs (see load_before/after); client, server "
                       "and those jobs competed for them",

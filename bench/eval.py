@@ -1,11 +1,11 @@
 """Seconds per question of ``sqa eval`` (the whole pipeline through the batch runner, traces fsync'd
-per question) on this machine; writes bench/results/eval.json (merging: one entry per
+per question) on this machine; writes bench/work/eval.json or --out (recorded: bench/results/eval.json; merging: one entry per
 split/model/decomposition/index).
 
     # run a preset on the first N dev questions now (resumes bench/work/eval-... if it is there)
-    python bench/eval.py --split dev --limit 10 --preset facts --index-dir INDEX_DIR
+    python -m bench.eval --split dev --limit 10 --preset facts --index-dir INDEX_DIR
     # or record a finished (or partial) real run's metrics.json
-    python bench/eval.py --from-run RUN_DIR
+    python -m bench.eval --from-run RUN_DIR
 
 seconds/question is the runner's own measure (``metrics.json`` ``seconds_per_question``:
 wall-clock seconds inside ``answer_batch`` between one finished question and the next, model
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "eval.json"
+RESULTS = HERE / "work" / "eval.json"  # the recorded one: --out bench/results/eval.json
 
 
 def machine(with_load: bool = True) -> dict:
@@ -62,15 +62,16 @@ def entry_from_metrics(m: dict, run_dir: Path, command: str, extra: dict | None 
     }
 
 
-def save(entry: dict) -> None:
-    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+def save(entry: dict, out: Path = RESULTS) -> None:
+    """Merge ``entry`` into the results file ``out`` (one entry per split/model/decomposition/decision/index)."""
+    data = json.loads(out.read_text()) if out.exists() else {}
     key = (f"{entry['split']}|{entry['model']}|{entry['decomposition']}|{entry['decision']}|"
            f"{entry['index'].get('preset') or entry['index'].get('paragraph_count')}")
     data.setdefault("runs", {})[key] = entry
     data["description"] = ("sqa eval seconds per question on this machine (metrics.json seconds_per_question); "
                            "see bench/eval.py")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(data, indent=1) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n")
 
 
 def main() -> int:
@@ -83,11 +84,13 @@ def main() -> int:
     ap.add_argument("--index-dir", default=None, help="index directory (default: $SQA_HOME/index)")
     ap.add_argument("--backend", default="embedded")
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--out", type=Path, default=RESULTS,
+                    help="results file (default bench/work/eval.json; the recorded one is bench/results/eval.json)")
     args = ap.parse_args()
     from sqa.paths import default_index_dir
 
     index_dir = args.index_dir or str(default_index_dir())
-    command = "python " + " ".join([sys.argv[0], *sys.argv[1:]]).replace(index_dir, "INDEX_DIR")
+    command = "python -m bench.eval " + " ".join(sys.argv[1:]).replace(index_dir, "INDEX_DIR")
 
     if args.from_run:
         m = json.loads((args.from_run / "metrics.json").read_text())
@@ -111,7 +114,7 @@ def main() -> int:
         entry = entry_from_metrics(m, out, command, {"source": "run by bench/eval.py",
                                                      "wall_seconds_incl_model_load": round(time.perf_counter() - t0, 1),
                                                      "loadavg_at_start": load_at_start})
-    save(entry)
+    save(entry, args.out)
     print(json.dumps({k: entry[k] for k in ("split", "n", "model", "seconds_per_question", "Accuracy")}))
     return 0
 

@@ -1,7 +1,7 @@
 """How fast the transformers reader (``sqa.models.hf.HFModel``) reads the answer head's prompts on a
 GPU, at the shipped model's size, with no download (the device machines reach nothing outside).
 
-    python bench/hf_gpu_speed.py --out bench/results/hf_gpu_speed.json
+    python -m bench.hf_gpu_speed --out bench/results/hf_gpu_speed.json     # default --out: bench/work/
 
 The model is Qwen2.5-1.5B's shape (28 layers, hidden 1536, its 151,936-token vocabulary:
 ``tests/tiny_hf.qwen_1_5b_config``) with random bfloat16 weights, saved and loaded through
@@ -35,12 +35,12 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # tiny_hf: the test checkpoint's tokenizer and the 1.5B shape
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, default=HERE / "work" / "hf_gpu_speed.json",
+                    help="results file (default bench/work/hf_gpu_speed.json; the recorded one is bench/results/hf_gpu_speed.json)")
     ap.add_argument("--questions", type=int, default=200)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--smoke", action="store_true", help="2 layers x 64 wide (same vocabulary): checks the script, times nothing real")
@@ -51,7 +51,7 @@ def main() -> int:
     from transformers import Qwen2ForCausalLM
 
     from sqa.models.hf import HFModel
-    from tiny_hf import build_tiny_checkpoint, qwen_1_5b_config
+    from tests.tiny_hf import build_tiny_checkpoint, qwen_1_5b_config  # the test checkpoint's tokenizer, the 1.5B shape
 
     if a.device == "cuda" and not torch.cuda.is_available():
         print("hf_gpu_speed: no CUDA device here (pass --device cpu --questions 2 for a smoke test)", file=sys.stderr)
@@ -124,7 +124,7 @@ def main() -> int:
     timed("generate 64 tokens, one batch of 32", hf, lambda: hf.generate(gen_prompts, 64), 32)
 
     dev = torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu"
-    out = {"about": " ".join(__doc__.strip().split("\n\n")[0].split()), "command": "python bench/hf_gpu_speed.py --out "
+    out = {"about": " ".join(__doc__.strip().split("\n\n")[0].split()), "command": "python -m bench.hf_gpu_speed --out "
            f"{a.out} --questions {a.questions} --device {a.device}" + (" --smoke" if a.smoke else ""), "device": dev,
            "torch": torch.__version__, "transformers": transformers.__version__, "questions": len(lengths),
            "model": ("SMOKE: 2 layers x 64" if a.smoke else "Qwen2.5-1.5B shape") +

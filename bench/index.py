@@ -1,10 +1,11 @@
 """Indexing and search benchmark of the embedded engine (tantivy, via sqa's own build path) and the
 runner-up (bm25s), side by side, on the mini corpus (159,930 paragraphs) and on a 2M-paragraph
-corpus resampled from real paragraphs. Writes bench/results/index.json.
+corpus resampled from real paragraphs. Writes bench/work/index.json or --out
+(the recorded one: bench/results/index.json).
 
-    python bench/index.py                         # both engines, mini + 2M (about 10-15 min on 2 cores)
-    python bench/index.py --corpora mini          # quick run
-    python bench/index.py --bm25s-cap 1000000     # index at most 1M paragraphs with bm25s
+    python -m bench.index                         # both engines, mini + 2M (about 10-15 min on 2 cores)
+    python -m bench.index --corpora mini          # quick run
+    python -m bench.index --bm25s-cap 1000000     # index at most 1M paragraphs with bm25s
 
 Measured per engine and corpus, each phase in its own subprocess so that its peak RSS (the
 child's ``VmHWM``) and CPU time (``os.wait4``) are its own:
@@ -53,7 +54,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench" / "work"
-RESULTS = ROOT / "bench" / "results" / "index.json"
+RESULTS = WORK / "index.json"  # the recorded one: --out bench/results/index.json
 FULL_CORPUS = 36_600_000
 _SENT = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"[^\W_]+")
@@ -206,7 +207,7 @@ def child_search(engine: str, index_dir: Path, queries: list[str]) -> dict:
 
 def run_child(args: list[str], timeout: float) -> dict:
     """Run ``bench/index.py --child ...``; returns its JSON plus peak RSS and CPU seconds."""
-    p = subprocess.Popen([sys.executable, __file__, "--child", *args], stdout=subprocess.PIPE, text=True,
+    p = subprocess.Popen([sys.executable, "-m", "bench.index", "--child", *args], stdout=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
     t0 = time.monotonic()
     while True:
@@ -362,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "benchmark": "bench/index.py",
-        "command": " ".join(["python", "bench/index.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python", "-m", "bench.index", *(argv if argv is not None else sys.argv[1:])]),
         "machine": {"cores": os.cpu_count(), "cpu": _cpu_model(), "ram_gib": _ram_gib(),
                     "python": platform.python_version(), "shared_cpu": "yes: other jobs ran at the same time; see load_before/after",
                     "uptime_load_before": None, "uptime_load_after": load_avg()},
@@ -426,5 +427,4 @@ def _versions() -> dict:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     sys.exit(main())

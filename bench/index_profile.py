@@ -1,6 +1,7 @@
-"""Where `sqa index` spends its CPU: writes bench/results/index_profile.json.
+"""Where `sqa index` spends its CPU: writes bench/work/index_profile.json or --out
+(the recorded one: bench/results/index_profile.json).
 
-    python bench/index_profile.py --baseline-src bench/work/old     # (git archive OLD sqa | tar -x -C bench/work/old)
+    python -m bench.index_profile --baseline-src bench/work/old     # (git archive OLD sqa | tar -x -C bench/work/old)
 
 CPU shares stay meaningful on a machine shared with other jobs, where wall clocks do not, so this
 measures CPU seconds (load averages recorded beside them):
@@ -33,12 +34,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench" / "work"
-RESULTS = ROOT / "bench" / "results" / "index_profile.json"
+RESULTS = WORK / "index_profile.json"  # the recorded one: --out bench/results/index_profile.json
 
 _BUILD = r'''
 import json, os, sys, threading, time
-sys.path.insert(0, sys.argv[1])
-from sqa.cli import main
+from sqa.cli import main  # the tree's sqa: the child runs in it (cwd) with PYTHONSAFEPATH unset
 samples = {}
 def sample():
     tck = os.sysconf("SC_CLK_TCK")
@@ -97,7 +97,7 @@ def builds(corpus: Path, trees: dict[str, str], commit_every: list[str], repeats
             shutil.rmtree(d, ignore_errors=True)
             row = {"tree": tree, "commit_every": ce, "heap_mb": heap, "repeat": rep, "load_before": load()}
             r = subprocess.run([sys.executable, "-c", _BUILD, trees[tree], str(corpus), str(d), ce, heap],
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, cwd=trees[tree])
             if r.returncode:
                 row["error"] = r.stderr[-500:].replace(str(ROOT), ".")
             else:
@@ -122,23 +122,22 @@ def _records(corpus: Path, n: int) -> list[dict]:
 
 
 def tantivy_costs(corpus: Path, n: int = 100_000) -> list[dict]:
-    sys.path.insert(0, str(ROOT))
     import tantivy
 
-    from sqa.indexing.embedded import _analyzer
+    from sqa.indexing.embedded import analyzer
 
     recs = _records(corpus, n)
     TB, T, F = tantivy.TextAnalyzerBuilder, tantivy.Tokenizer, tantivy.Filter
     variants = {
-        "sqa's analyser (simple, remove_long 40, lowercase, English stopwords, Snowball English stemmer)": (_analyzer, True, True),
+        "sqa's analyser (simple, remove_long 40, lowercase, English stopwords, Snowball English stemmer)": (analyzer, True, True),
         "the same without the stemmer": (lambda: TB(T.simple()).filter(F.remove_long(40)).filter(F.lowercase())
                                          .filter(F.stopword("english")).build(), True, True),
-        "sqa's analyser, no stored text": (_analyzer, False, True),
-        "sqa's analyser, no title field": (_analyzer, True, False),
+        "sqa's analyser, no stored text": (analyzer, False, True),
+        "sqa's analyser, no title field": (analyzer, True, False),
     }
     rows = []
     for rep in range(2):
-        for label, (analyzer, stored, title) in variants.items():
+        for label, (make_analyzer, stored, title) in variants.items():
             d = WORK / "profile-tantivy"
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir(parents=True)
@@ -150,7 +149,7 @@ def tantivy_costs(corpus: Path, n: int = 100_000) -> list[dict]:
                 b.add_bytes_field("text", stored=True, indexed=False)
             b.add_text_field("body", stored=False, tokenizer_name="en", index_option="freq")
             idx = tantivy.Index(b.build(), path=str(d))
-            idx.register_tokenizer("en", analyzer())
+            idx.register_tokenizer("en", make_analyzer())
             docs = []
             for r in recs:
                 doc = tantivy.Document()
@@ -241,8 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", default="builds,tantivy,main_thread")
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args(argv)
-    sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
-    from index import make_resampled_corpus
+    from bench.index import make_resampled_corpus
 
     corpus = make_resampled_corpus(WORK / f"resampled-{a.n}.jsonl.gz", a.n)
     out = Path(a.out)
@@ -251,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                    "note": "CPU seconds on a 2-core machine shared with other jobs (load averages beside them); "
                            "wall clocks here measure the contention, not the code"})
     parts = a.parts.split(",")
-    cmd = " ".join(["python", "bench/index_profile.py", *(argv if argv is not None else sys.argv[1:])])
+    cmd = " ".join(["python", "-m", "bench.index_profile", *(argv if argv is not None else sys.argv[1:])])
     if "builds" in parts:
         trees = {"this tree": str(ROOT)}
         if a.baseline_src:

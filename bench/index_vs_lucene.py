@@ -1,8 +1,8 @@
 """sqa's indexing against Lucene's, side by side on the same corpus in one run: writes
-bench/results/index_vs_lucene.json.
+bench/work/index_vs_lucene.json or --out (the recorded one: bench/results/index_vs_lucene.json).
 
-    python bench/index_vs_lucene.py                                 # 2M and 10M, 2 repeats each
-    python bench/index_vs_lucene.py --sizes 20000 --repeats 1 --out bench/work/smoke.json   # a smoke test
+    python -m bench.index_vs_lucene                                 # 2M and 10M, 2 repeats each
+    python -m bench.index_vs_lucene --sizes 20000 --repeats 1 --out bench/work/smoke.json   # a smoke test
 
 Engines (both on every core of the machine, both building the same paragraphs):
 - ``sqa``: ``sqa index --corpus CORPUS.jsonl.gz --index-dir DIR`` (the CLI's own code path, run
@@ -64,7 +64,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench" / "work"
-RESULTS = ROOT / "bench" / "results" / "index_vs_lucene.json"
+RESULTS = WORK / "index_vs_lucene.json"  # the recorded one: --out bench/results/index_vs_lucene.json
 LUCENE_PYTHON = WORK / "lucene-venv" / "bin" / "python"
 PISA_PYTHON = WORK / "pisa-venv" / "bin" / "python"
 FULL_CORPUS = 36_600_000  # paragraphs of corpus-enwiki-20200511-cirrussearch-parasv2 (StrategyQA paper)
@@ -101,11 +101,11 @@ def corpus(n: int) -> Path:
     """The resampled corpus of ``n`` paragraphs (made by bench/index.py in a child, so that this
     process stays small; cached)."""
     path = WORK / f"resampled-{n}.jsonl.gz"
-    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
-            "from index import make_resampled_corpus\n"
+    code = ("import sys\n"
+            "from bench.index import make_resampled_corpus\n"
             "from pathlib import Path\n"
-            "make_resampled_corpus(Path(sys.argv[3]), int(sys.argv[4]))\n")
-    subprocess.run([sys.executable, "-c", code, str(ROOT / "bench"), str(ROOT), str(path), str(n)], check=True)
+            "make_resampled_corpus(Path(sys.argv[1]), int(sys.argv[2]))\n")
+    subprocess.run([sys.executable, "-c", code, str(path), str(n)], check=True, cwd=ROOT)
     return path
 
 
@@ -161,17 +161,11 @@ def _lucene_jvm() -> None:
     jnius_config.add_options = add_options
 
 
-def _sqa_path(spec: dict) -> None:
-    """Import sqa from ``spec["src"]`` (a source tree; the baseline engine) or this checkout."""
-    sys.path.insert(0, spec.get("src") or str(ROOT))
-
-
 def child_build(engine: str, spec: dict) -> dict:
     index_dir = Path(spec["index_dir"])
     t0 = time.perf_counter()
     if engine.startswith("sqa"):
-        _sqa_path(spec)
-        from sqa.cli import main
+        from sqa.cli import main  # from spec["src"] (the baseline engine) or this checkout: see run_child
 
         assert Path(sys.modules["sqa"].__file__).resolve().is_relative_to(Path(spec.get("src") or ROOT).resolve())
 
@@ -259,7 +253,6 @@ def child_search(engine: str, spec: dict) -> dict:
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core (threads started later inherit it)
     qs, warmup = spec["queries"], spec["warmup"]
     if engine.startswith("sqa"):
-        _sqa_path(spec)
         from sqa.indexing.embedded import TantivyBackend
 
         be = TantivyBackend(spec["index_dir"], create=False)
@@ -307,9 +300,12 @@ def child_search(engine: str, spec: dict) -> dict:
 def run_child(python: str, kind: str, engine: str, spec: dict, timeout: float) -> dict:
     """Run this file as a child (``python``); its JSON line, plus its CPU seconds (``os.wait4``:
     every thread of the child, the JVM's included) and its peak RSS (``VmHWM``, MiB)."""
-    args = [python, str(Path(__file__).resolve()), "--child", kind, engine, json.dumps(spec)]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    args = [python, "-m", "bench.index_vs_lucene", "--child", kind, engine, json.dumps(spec)]
+    # the child imports sqa from spec["src"] (a source tree: the baseline engine) or this checkout, and
+    # bench from this checkout: PYTHONPATH in that order, PYTHONSAFEPATH so -m adds no directory before it
+    path = os.pathsep.join([*([spec["src"]] if spec.get("src") else []), str(ROOT)])
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", "PYTHONPATH": path})
     t0 = time.monotonic()
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
@@ -488,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         summary, extrapolation = summarize(rows)
         result = {
             "benchmark": "bench/index_vs_lucene.py",
-            "command": " ".join(["python", "bench/index_vs_lucene.py", *(argv if argv is not None else sys.argv[1:])]),
+            "command": " ".join(["python", "-m", "bench.index_vs_lucene", *(argv if argv is not None else sys.argv[1:])]),
             "machine": machine(), "versions": versions(a.lucene_python, a.pisa_python),
             "method": {"sqa": "sqa index --corpus <resampled corpus>.jsonl.gz (one gzipped JSONL file; tantivy writer, "
                               "one indexing thread per core)",

@@ -1,9 +1,9 @@
 """Where sqa's top-10 BM25 search spends its time, native frames included: writes
-bench/results/search_profile.json.
+bench/work/search_profile.json or --out (the recorded one: bench/results/search_profile.json).
 
     pip install py-spy        # bench-only, like pyserini
-    python bench/index_vs_lucene.py --sizes 10000000 --repeats 1 --keep --out bench/work/keep.json
-    python bench/search_profile.py --index-dir bench/work/vs-sqa-10000000
+    python -m bench.index_vs_lucene --sizes 10000000 --repeats 1 --keep --out bench/work/keep.json
+    python -m bench.search_profile --index-dir bench/work/vs-sqa-10000000
 
 Runs ``TantivyBackend.search(q, 10)`` (the shipped search: an OR of one term query per analysed
 token, ``Searcher.search(query, 10, count=False)``, the 10 stored paragraphs fetched) over the
@@ -32,10 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from index_vs_lucene import machine, queries, rel, segment_count  # noqa: E402
+from bench.index_vs_lucene import machine, queries, rel, segment_count
 
-RESULTS = Path(__file__).parent / "results" / "search_profile.json"
+RESULTS = Path(__file__).parent / "work" / "search_profile.json"  # the recorded one: --out bench/results/search_profile.json
 # native frame name fragments -> the part of the search they are
 PARTS = {
     "block_wand (pruned top-k)": "block_wand",
@@ -82,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "raw.txt"
         cmd = [spy, "record", "--native", "-r", "200", "-f", "raw", "-o", str(raw), "--", sys.executable,
-               str(Path(__file__).resolve()), "--loop", "--index-dir", a.index_dir, "--queries", str(a.queries),
+               "-m", "bench.search_profile", "--loop", "--index-dir", a.index_dir, "--queries", str(a.queries),
                "--warmup", str(a.warmup), "--passes", str(a.passes)]
         t0 = time.time()
-        subprocess.run(cmd, check=True, capture_output=True)
+        subprocess.run(cmd, check=True, capture_output=True, cwd=Path(__file__).resolve().parents[1])
         secs = time.time() - t0
         total, hits, in_search = 0, collections.Counter(), 0
         for line in raw.read_text().splitlines():
@@ -99,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 if any(frag in f for f in frames):
                     hits[part] += n
     out = {"benchmark": "bench/search_profile.py",
-           "command": " ".join(["python", "bench/search_profile.py", *(argv if argv is not None else sys.argv[1:])]),
+           "command": " ".join(["python", "-m", "bench.search_profile", *(argv if argv is not None else sys.argv[1:])]),
            "machine": machine(), "index_dir": rel(a.index_dir), "segments": segment_count("sqa", Path(a.index_dir)),
            "method": f"py-spy record --native -r 200 over {a.passes} passes of {a.warmup + a.queries} StrategyQA train "
                      "questions through TantivyBackend.search(q, 10), one core; share = samples whose stack has a "
@@ -111,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                       "0.27's Searcher.search always wraps TopDocs in a MultiCollector, which disables tantivy's "
                       "block-max WAND pruning; the fix is upstream (search with the TopDocs collector alone when "
                       "count is False and no order/weight field is given)"}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out["share_by_part"], indent=1))
     print(f"wrote {rel(a.out)}", file=sys.stderr)

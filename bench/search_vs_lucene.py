@@ -1,8 +1,8 @@
 """Search latency of sqa against Lucene on the same kept indexes, in alternating rounds: writes
-bench/results/search_vs_lucene.json.
+bench/work/search_vs_lucene.json or --out (the recorded one: bench/results/search_vs_lucene.json).
 
-    python bench/index_vs_lucene.py --sizes 10000000 --repeats 1 --keep --out bench/work/keep.json   # the indexes
-    python bench/search_vs_lucene.py --sizes 10000000 --rounds 6 --queries 1000
+    python -m bench.index_vs_lucene --sizes 10000000 --repeats 1 --keep --out bench/work/keep.json   # the indexes
+    python -m bench.search_vs_lucene --sizes 10000000 --rounds 6 --queries 1000
 
 Why apart from bench/index_vs_lucene.py: that one searches each index once, right after its
 build, with 200 queries, so its search p50 moves with the machine's load at that moment (Lucene 10M
@@ -34,11 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from index_vs_lucene import (LUCENE_PYTHON, WORK, load_avg, machine, queries, rel, run_child,  # noqa: E402
+from bench.index_vs_lucene import (LUCENE_PYTHON, WORK, load_avg, machine, queries, rel, run_child,
                              segment_count, versions)
 
-RESULTS = Path(__file__).parent / "results" / "search_vs_lucene.json"
+RESULTS = Path(__file__).parent / "work" / "search_vs_lucene.json"  # the recorded one: --out bench/results/search_vs_lucene.json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             targets[label] = ("sqa", Path(d))
         for label, (e, d) in targets.items():
             if not d.is_dir():
-                print(f"error: {rel(d)}: no kept {e} index for {label}; build it with `python bench/index_vs_lucene.py "
+                print(f"error: {rel(d)}: no kept {e} index for {label}; build it with `python -m bench.index_vs_lucene "
                       f"--sizes {size} --repeats 1 --keep --out bench/work/keep.json`", file=sys.stderr)
                 return 2
         labels = list(targets)
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         summary[str(size)] = s
         print(json.dumps(s), file=sys.stderr, flush=True)
     result = {"benchmark": "bench/search_vs_lucene.py",
-              "command": " ".join(["python", "bench/search_vs_lucene.py", *(argv if argv is not None else sys.argv[1:])]),
+              "command": " ".join(["python", "-m", "bench.search_vs_lucene", *(argv if argv is not None else sys.argv[1:])]),
               "machine": machine(), "versions": versions(a.lucene_python),
               "method": f"{a.rounds} rounds, the indexes taking turns to go first; per round one child per engine pinned to one "
                         f"core: {a.warmup} warm-up then {a.queries} timed StrategyQA train questions, top-10, stored "

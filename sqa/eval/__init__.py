@@ -7,7 +7,7 @@ predictions format, and batch runs.
   run), :mod:`~sqa.eval.fewshot` (few-shot pools, cross-fitting), :mod:`~sqa.eval.rundir`
   (``run.json``, the resumable ``traces.jsonl``), :mod:`~sqa.eval.run_metrics` (predictions and
   metrics regenerated from traces) and :mod:`~sqa.eval.report` (``report.md``, ``report.png``).
-- :mod:`sqa.eval.retrieval`: Recall@10 of retrievers (``sqa eval retrieval``, bench/retrieval.py).
+- :mod:`sqa.eval.retrieval`: Recall@10 of retrievers (``sqa eval retrieval``, experiments/retrieval.py).
 
 The names below are imported on first use, so ``import sqa.eval.metrics`` stays light.
 """

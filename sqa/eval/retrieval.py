@@ -1,6 +1,6 @@
 """Retrieval evaluation: Recall@10 (official StrategyQA definition, :mod:`sqa.eval.metrics`) of any
 retrievers over a split's labelled questions, with the question alone, the gold decompositions or
-predicted ones from a file. Used by ``sqa eval retrieval`` and ``bench/retrieval.py``.
+predicted ones from a file. Used by ``sqa eval retrieval`` and ``experiments/retrieval.py``.
 """
 
 from __future__ import annotations

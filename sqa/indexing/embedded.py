@@ -43,7 +43,10 @@ BM25 = {"k1": 1.2, "b": 0.75}  # tantivy's fixed BM25 parameters
 SEARCH_FIELDS = ("body",)
 
 
-def _analyzer() -> "tantivy.TextAnalyzer":
+def analyzer() -> "tantivy.TextAnalyzer":
+    """A new instance of the index's text analyser (``ANALYZER_DESCRIPTION``: simple tokenizer, tokens
+    over 40 bytes dropped, lowercase, English stopwords, Snowball English stemmer); public so that the
+    indexing benchmarks (bench/index_profile.py) time exactly what the index runs."""
     return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
             .filter(tantivy.Filter.remove_long(40))
             .filter(tantivy.Filter.lowercase())
@@ -110,7 +113,7 @@ class TantivyBackend:
         except (OSError, ValueError) as e:
             raise SqaError(f"{self.index_dir}: cannot open the tantivy index ({e}); rebuild it with "
                            f"`sqa index --fresh --index-dir {self.index_dir}`") from None
-        self._analyzer = _analyzer()
+        self._analyzer = analyzer()
         self.index.register_tokenizer(ANALYZER, self._analyzer)
         self._writer = None
         self._dirty = False  # paragraphs added since the last commit

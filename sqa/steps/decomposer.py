@@ -32,7 +32,7 @@ class Decomposer:
     ``encode``: the MiniLM encoder to reuse (default ``sqa.retriever.minilm.default_encoder()``);
     ``cache_dir``: where the train questions' embeddings are kept (``MiniLMDemoSelector``).
     Raises SqaError when ``require_minilm`` and the MiniLM weights are not installed. About 7-11 s
-    a question for the 1.5B model on 2 cores (bench/step_facts_extract.py's records)."""
+    a question for the 1.5B model on 2 cores (the step-facts study's records, bench/results/notes.md)."""
 
     def __init__(self, model, *, encode=None, cache_dir: str | Path | None = None, require_minilm: bool = False):
         self.model = model

@@ -1,8 +1,8 @@
 """Which facts to show the reader, measured without the model: how much of the annotated facts'
 new information the selected facts carry, on train-2061 (the tuning split). Writes
-bench/results/fact_selection.json.
+experiments/work/fact_selection.json, or ``--out`` (the recorded run: bench/results/fact_selection.json).
 
-    python bench/fact_selection.py --index-dir INDEX_DIR [--limit 1000]     # about a minute on 2 cores
+    python -m experiments.fact_selection --index-dir INDEX_DIR [--limit 1000]     # about a minute on 2 cores
 
 Measures, per question, over its annotated StrategyQA facts (the oracle; never a system input):
 
@@ -43,7 +43,7 @@ from sqa.facts.prompt import demo_qids
 from sqa.facts.sources import WikipediaFacts, default_annotated_facts
 from sqa.strategyqa import load_questions
 
-RESULTS = Path(__file__).parent / "results" / "fact_selection.json"
+WORK = Path(__file__).resolve().parent / "work"
 _STOP = frozenset("a an the of to in on and or is are was were be been do does did would could can will for with by at "
                   "from as that this it its his her their they he she what which who whom how when where why not no "
                   "yes than then there have has had into about over more most any all some".split())
@@ -80,7 +80,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index-dir", required=True)
     ap.add_argument("--limit", type=int, default=1000)
+    ap.add_argument("--out", type=Path, default=WORK / "fact_selection.json",
+                    help="results file (default experiments/work/fact_selection.json)")
     a = ap.parse_args()
+    RESULTS = a.out
     demos = demo_qids()
     qs = [q for q in load_questions("train-2061") if q.qid not in demos][: a.limit]
     retriever = make_retriever(open_index(a.index_dir), "ours")
@@ -127,10 +130,11 @@ def main() -> int:
         print(rows[-1], flush=True)
     out = {"split": "train-2061", "questions": len(qs), "selection": "first N in release order without the 6 "
            "demonstration questions", "index": index_info(a.index_dir), "command":
-           f"python bench/fact_selection.py --index-dir INDEX_DIR --limit {a.limit}",
+           f"python -m experiments.fact_selection --index-dir INDEX_DIR --limit {a.limit}",
            "metric": "new-information recall of the annotated facts (see the script's docstring)", "rows": rows}
     if RESULTS.exists():  # the written-up outcome of an earlier run stays
         out = {**out, **{k: v for k, v in json.loads(RESULTS.read_text(encoding="utf-8")).items() if k == "outcome"}}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(f"-> {RESULTS}")
     return 0

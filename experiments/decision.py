@@ -5,14 +5,14 @@ The analysis behind ``sqa.steps.reader.DECISION``; it reads recorded runs only.
 
 Usage (RUN_DIR: a run folder with its traces decompressed to traces.jsonl)::
 
-    python bench/decision.py --choose RUNS_DIR/t2061-signals [RUNS_DIR/train ...] [--report RUNS_DIR/dev229 ...]
+    python -m experiments.decision --choose RUNS_DIR/t2061-signals [RUNS_DIR/train ...] [--report RUNS_DIR/dev229 ...]
 
 The decision is chosen on the ``--choose`` runs only (train-2061 or train runs), by accuracy at
 P(yes) = 0.5, ties broken by AUC. Dev questions never take part in the choice: a ``train`` run
 covers the 229 dev questions too, so they are dropped from it, and a question answered in several
 ``--choose`` runs counts once (the first run given wins). ``--report`` runs get the same table for
 reference.
-Writes ``bench/results/decision.json``: per run, per signal set, n, accuracy (with a 95 % bootstrap
+Writes ``experiments/work/decision.json`` or ``--out`` (the recorded run: ``bench/results/decision.json``): per run, per signal set, n, accuracy (with a 95 % bootstrap
 interval, 2,000 resamples over questions), AUC of P(yes) against the gold answer, mean P(yes), and
 the majority ("always no") accuracy of the same questions.
 """
@@ -34,7 +34,7 @@ from sqa.strategyqa import load_questions, split_qids
 ROOT = Path(__file__).resolve().parents[1]
 SIGNALS = ("transcript", "compact", "direct", "plain")  # the readings the recorded runs hold
 
-OUT = ROOT / "bench" / "results" / "decision.json"
+OUT = ROOT / "experiments" / "work" / "decision.json"  # the recorded run: --out bench/results/decision.json
 
 
 def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
@@ -150,7 +150,7 @@ def main() -> None:
     for r in [choose, *reports]:
         con.print(table(r, best["decision"]))
     # run folders by name only (RUNS_DIR: wherever they were decompressed): no machine path in results
-    command = ("python bench/decision.py --choose " + " ".join(f"RUNS_DIR/{p.name}" for p in args.choose)
+    command = ("python -m experiments.decision --choose " + " ".join(f"RUNS_DIR/{p.name}" for p in args.choose)
                + (" --report " + " ".join(f"RUNS_DIR/{p.name}" for p in args.report) if args.report else ""))
     out = {"command": command, "chosen_on": [f"RUNS_DIR/{p.name}" for p in args.choose],
            "chosen": best["decision"], "runs": [choose, *reports]}

@@ -2,12 +2,16 @@
 the quick check of "does retrieval pay" as the features grow (``sqa train-head`` runs all 11
 candidate sets and loads the model, which takes 10+ minutes at 1,000+ questions on 2 cores).
 
-    python bench/head_cv.py --features runs/head2 --limit 1177 --out bench/results/head_cv_top3.json
-    python bench/head_cv.py --features bench/results/features/top3      # the committed xz parts
+    python -m experiments.head_cv --features runs/head2 --limit 1177
+    python -m experiments.head_cv --features bench/results/features/top3      # the xz parts of commit 81a0faf
+
+Writes experiments/work/head_cv.json unless ``--out`` names a file (the recorded entries:
+``--out bench/results/head_cv.json``). The feature dumps the recorded entries read left the tree;
+bench/results/features.md says how to get them back from history.
 
 ``--features``: a directory with ``train-2061.jsonl`` (a torn last line is ignored) or with
 ``train-2061.part*.jsonl.xz`` files. The first ``--limit`` train-2061 questions in release order
-without the 6 demonstration questions (the order ``sqa train-head`` and bench/head_extract.py use);
+without the 6 demonstration questions (the order ``sqa train-head`` and experiments/head_extract.py use);
 fewer if the file holds fewer. Folds, C grid and the choice rule are ``sqa.facts.training``'s: 5 folds
 grouped by StrategyQA term, C by grouped CV; every set is compared with ``plain`` (no retrieval)
 on the same questions, paired (``sqa.steps.head.paired_difference``). Writes one JSON entry
@@ -124,9 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also train every fold's head on DIR's features of the same training questions "
                          "(scored on --features only); see the module doc")
     ap.add_argument("--name", default=None, help="entry name in --out (default: features dir name + n)")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "head_cv.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "experiments" / "work" / "head_cv.json")
     a = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     from sqa.facts.head import paired_difference
     from sqa.strategyqa import questions_by_id
     from sqa.facts.training import Dataset, cross_validate
@@ -188,12 +191,13 @@ def main(argv: list[str] | None = None) -> int:
         del r["oof"]
         print(line)
     meta_path = a.features / "meta.json"
-    entry = {"command": " ".join(["python", "bench/head_cv.py", *(argv if argv is not None else sys.argv[1:])]),
+    entry = {"command": " ".join(["python", "-m", "experiments.head_cv", *(argv if argv is not None else sys.argv[1:])]),
              "n": len(qids), "terms": len(set(ds.groups.tolist())), "features_meta":
              json.loads(meta_path.read_text()) if meta_path.exists() else None,
              "seconds": round(time.perf_counter() - t0, 1), "rows": rows}
     out = json.loads(a.out.read_text()) if a.out.exists() else {}
     out[a.name or f"{a.features.name}-n{len(qids)}"] = entry
+    a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(out, indent=1).replace(str(ROOT) + "/", "") + "\n")
     shown = a.out.resolve()
     print(f"wrote {shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown} ({len(qids)} questions)", file=sys.stderr)

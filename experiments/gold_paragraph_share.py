@@ -1,8 +1,13 @@
 """How many of the shown facts come from the annotated evidence paragraphs, for every kept feature
-set: a second proxy beside bench/fact_selection.py's new-information recall, measured without the
-model from the kept features (bench/results/features/*/). Writes bench/results/gold_paragraph_share.json.
+set: a second proxy beside experiments/fact_selection.py's new-information recall, measured without the
+model from the kept feature dumps. Writes experiments/work/gold_paragraph_share.json, or ``--out``
+(the recorded run: bench/results/gold_paragraph_share.json).
 
-    python bench/gold_paragraph_share.py [--limit 1000]
+    git archive 81a0faf bench/results/features | tar -x      # the dumps, from history (bench/results/features.md)
+    python -m experiments.gold_paragraph_share [--limit 1000] [--features DIR]
+
+Feature sets missing from ``--features`` (default bench/results/features/, git-ignored) are skipped
+with a note.
 
 Why: the word-coverage proxy has not ordered the head's gains (bench/results/notes.md: the expanded
 query, the learned re-ranker and its oracle ceiling all covered more of the annotated facts' words
@@ -15,7 +20,7 @@ as many as the set holds; questions without annotated evidence left out):
 - ``any_gold_fact``: whether at least one shown fact is;
 - ``train_fact_share``: the share that are train-2061 annotated facts of other questions;
 - ``facts``: facts shown (the record's ``facts``: for ``generated/`` also the model's own lines);
-- ``new_info_recall``: bench/fact_selection.py's proxy of the same shown facts (questions whose
+- ``new_info_recall``: experiments/fact_selection.py's proxy of the same shown facts (questions whose
   annotated facts add no word to the question left out of its mean), so both proxies come from
   one command on the same questions.
 
@@ -35,11 +40,11 @@ import numpy as np
 
 from sqa.strategyqa import load_questions
 
-from fact_selection import gold_paragraph_ids, new_info_recall  # bench/ is on sys.path when this runs as a script
+from experiments.fact_selection import gold_paragraph_ids, new_info_recall
 
-FEATURES = Path(__file__).parent / "results" / "features"
-RESULTS = Path(__file__).parent / "results" / "gold_paragraph_share.json"
-HEAD_CV = Path(__file__).parent / "results" / "head_cv.json"
+ROOT = Path(__file__).resolve().parents[1]
+FEATURES = ROOT / "bench" / "results" / "features"
+HEAD_CV = ROOT / "bench" / "results" / "head_cv.json"
 # feature set -> the head_cv.json entry whose ROW (the plain+f5 head, the comparison every entry
 # plans; for generated/ read after the model's own lines) is quoted beside it
 HEAD = {"top3": "top3-n2055", "minilm": "minilm-n600", "steps": "steps-n600", "generated": "generated-n600",
@@ -49,10 +54,10 @@ HEAD = {"top3": "top3-n2055", "minilm": "minilm-n600", "steps": "steps-n600", "g
 ROW = "plain+f5 lo:plain+f5 +retrieval"
 
 
-def records(name: str, limit: int):
+def records(name: str, limit: int, features: Path = FEATURES):
     """The first ``limit`` train-2061 records of a kept feature set, in part order."""
     n = 0
-    for part in sorted((FEATURES / name).glob("train-2061.part*.jsonl.xz")):
+    for part in sorted((features / name).glob("train-2061.part*.jsonl.xz")):
         with lzma.open(part, "rt", encoding="utf-8") as fh:
             for line in fh:
                 if n >= limit:
@@ -85,20 +90,27 @@ def head_gain(entries: dict, entry: str) -> dict | None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=1000)
+    ap.add_argument("--features", type=Path, default=FEATURES, help="the feature dumps (default bench/results/features/)")
+    ap.add_argument("--out", type=Path, default=ROOT / "experiments" / "work" / "gold_paragraph_share.json",
+                    help="results file (default experiments/work/gold_paragraph_share.json)")
     a = ap.parse_args()
+    RESULTS = a.out
     questions = {q.qid: q for q in load_questions("train-2061")}
     gold = {qid: gold_paragraph_ids(q) for qid, q in questions.items() if q.evidence}
     entries = json.loads(HEAD_CV.read_text(encoding="utf-8"))
     rows = []
     for name in HEAD:
+        if not (a.features / name).is_dir():
+            print(f"note: no feature set {name}/ in {a.features}: skipped", file=sys.stderr)
+            continue
         per, recall = {}, {}
-        for r in records(name, a.limit):
+        for r in records(name, a.limit, a.features):
             q = questions[r["qid"]]
             if gold.get(q.qid):
                 per[q.qid] = shares(r, gold[q.qid])
                 recall[q.qid] = new_info_recall(q.question, list(q.facts), [f["text"] for f in r["facts"]])
         if not per:
-            print(f"error: no records in {FEATURES / name}", file=sys.stderr)
+            print(f"error: no records in {a.features / name}", file=sys.stderr)
             return 2
         first600 = list(per)[:600]
         row = {"features": name, "questions": len(per)}
@@ -111,10 +123,15 @@ def main() -> int:
         row["head"] = head_gain(entries, HEAD[name])
         rows.append(row)
         print(json.dumps(row), flush=True)
-    out = {"split": "train-2061", "command": f"python bench/gold_paragraph_share.py --limit {a.limit}",
+    out = {"split": "train-2061", "command": f"python -m experiments.gold_paragraph_share --limit {a.limit}",
            "selection": "each kept feature set's records in release order (the 6 demonstration questions left out)",
            "gold": "the union of every annotator's evidence IDs (sqa.eval.metrics.annotator_evidence)",
            "rows": rows}
+    if not rows:
+        print(f"error: no feature set in {a.features}; get them with `git archive 81a0faf bench/results/features | tar -x`",
+              file=sys.stderr)
+        return 2
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(f"-> {RESULTS}")
     return 0

@@ -1,9 +1,10 @@
 """Retrieval benchmark: Recall@10 (official StrategyQA definition, ``sqa.eval.retrieval``) of the
 official baselines and of ours, on train-2061 (the tuning split) and dev (reported once), with the
-question alone and with the gold decompositions. Writes bench/results/retrieval.json.
+question alone and with the gold decompositions. Writes experiments/work/retrieval.json, or ``--out``
+(the recorded run: bench/results/retrieval.json).
 
-    python bench/retrieval.py --index-dir INDEX_DIR                      # about 1-2 min on 2 cores
-    python bench/retrieval.py --index-dir INDEX_DIR --rerank-sample 40   # + MiniLM reranking (torch; slow)
+    python -m experiments.retrieval --index-dir INDEX_DIR                      # about 1-2 min on 2 cores
+    python -m experiments.retrieval --index-dir INDEX_DIR --rerank-sample 40   # + MiniLM reranking (torch; slow)
 
 Methods:
 - official IR-Q / IR-ORA-D: ``sqa.retriever.official.OfficialRetriever`` (Geva et al., TACL 2021).
@@ -34,7 +35,7 @@ from sqa.retriever.official import OfficialRetriever
 from sqa.retriever.steps import StepRetriever
 from sqa.strategyqa import load_questions
 
-RESULTS = Path(__file__).parent / "results" / "retrieval.json"
+RESULTS = Path(__file__).resolve().parent / "work" / "retrieval.json"  # the recorded run: --out bench/results/retrieval.json
 # Lucene BM25 Recall@10 on the mini corpus's dev split that came with the task's data notes (a
 # document outside this repository; the runs behind them are not reproducible from it):
 # IR-Q / IR-ORA-D with k1=0.9,b=0.4 and with k1=1.2,b=0.75.
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest = read_manifest(index_dir) or {}
     shown = [a if a != str(index_dir) else "INDEX_DIR" for a in (argv if argv is not None else sys.argv[1:])]
     out = {
-        "command": "python bench/retrieval.py " + " ".join(shown),
+        "command": "python -m experiments.retrieval " + " ".join(shown),
         "index": index_info(index_dir, args.backend), "backend": args.backend,
         "corpus": manifest.get("preset") or manifest.get("corpus"), "paragraphs": manifest.get("paragraph_count"),
         "metric": "Recall@10, official StrategyQA evaluator definition (max over annotators, mean over questions)",
