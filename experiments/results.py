@@ -1,0 +1,278 @@
+"""Write the research record, docs/results.md, and the README's results table from the recorded
+results, so that each number is written once (in ``bench/results/``) and copied by this script only.
+
+    python -m experiments.results            # rewrite docs/results.md and README.md's table
+    python -m experiments.results --check    # exit 1, naming the file, when either is out of date
+
+Sources, all under ``bench/results/``:
+
+- ``runs/NAME/metrics.json``: one recorded ``sqa eval`` run per preset (``sqa.presets.PRESETS``, each
+  names its run) and the other recorded dev runs: accuracy, with the normal-approximation 95 %
+  interval of ``sqa.facts.head.accuracy_interval`` (computed from the run's accuracy and n),
+  seconds per question, Recall@10; the majority class ("no") from the same file.
+- ``runs/train2290-PRESET-oof/metrics.json`` (when it exists): the preset's out-of-fold accuracy on
+  the 2,290 train questions (``sqa eval --split train``); "—" where none is recorded.
+- ``head.json`` (the shipped heads' cross-validation), ``head_cv.json`` (the oracle and study
+  entries), ``retrieval.json`` (Recall@10), ``index_vs_lucene*.json`` (indexing speed).
+- ``log.md``: the narrative lab log (moved from the README), included as it is; the measurement
+  notes stay in ``notes.md``, linked.
+
+The paper's figures (Geva et al., TACL 2021, "Did Aristotle Use a Laptop?", abstract: humans 87 %,
+the best baseline about 66 %, on the test split) are the only numbers written here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from sqa.presets import PRESETS
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+README = ROOT / "README.md"
+DOC = ROOT / "docs" / "results.md"
+BEGIN, END = "<!-- results:begin (python -m experiments.results) -->", "<!-- results:end -->"
+PAPER = [("the paper: humans (Geva et al. 2021, abstract)", "test", "0.87"),
+         ("the paper: its best baseline (Geva et al. 2021, abstract)", "test", "about 0.66")]
+STUDIES = [  # head_cv.json entries quoted in docs/results.md: (entry, what the head read)
+    ("oracle-facts-n1000", "ORACLE facts: the question's annotated facts"),
+    ("oracle-paragraphs-n1000", "ORACLE paragraphs: the 5 best sentences of its annotated evidence paragraphs"),
+    ("ceiling-paragraphs-n1000", "DOUBLE ORACLE: the annotated paragraphs' 5 sentences that best cover the annotated facts"),
+    ("rerank-ceiling-n1000", "the best 5 of the shipped pool, chosen with the annotated facts (oracle)"),
+    ("steps-gold-n1000", "ORACLE decomposition: per-step facts from the annotated steps"),
+    ("rerank-n1000", "a sentence re-ranker trained on train-2061's annotated facts"),
+    ("rerank-wide-n862", "the re-ranker over a wide pool (all sentences of the top-10 paragraphs)"),
+    ("expanded-n600", "facts retrieved with a query the reader expanded"),
+    ("steps-n600", "facts found per step of the model's own decomposition"),
+    ("minilm-n600", "facts ranked by MiniLM instead of BM25"),
+]
+FACTS_ROW = "plain+f5 lo:plain+f5 +retrieval"
+
+
+def load(path: Path) -> dict:
+    """A JSON results file; {} when it does not exist."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def interval(acc: float, n: int) -> tuple[float, float]:
+    """The normal-approximation 95 % interval of an accuracy over n questions (as
+    ``sqa.facts.head.accuracy_interval``)."""
+    h = 1.96 * math.sqrt(acc * (1 - acc) / n)
+    return max(0.0, acc - h), min(1.0, acc + h)
+
+
+def acc_text(acc: float | None, n: int | None) -> str:
+    """``0.664 (0.603–0.725)``, or "—"."""
+    if acc is None or not n:
+        return "—"
+    lo, hi = interval(acc, n)
+    return f"{acc:.3f} ({lo:.3f}–{hi:.3f})"
+
+
+def seconds(m: dict) -> str:
+    """Seconds per question of a run: ``seconds_per_question``; where the reads were cached from an
+    earlier run (``phase_seconds_mean.cached``), the recorded read time marked with *."""
+    phases = m.get("phase_seconds_mean") or {}
+    if phases.get("cached"):
+        return f"{phases['total']:.1f}*" if phases.get("total") else "—"
+    s = m.get("seconds_per_question")
+    return f"{s:.1f}" if s else "—"
+
+
+def rel(run: str) -> str:
+    """A run folder relative to bench/results/."""
+    return run.removeprefix("bench/results/")
+
+
+def preset_rows() -> list[list[str]]:
+    """One row per preset: name, dev accuracy (95 %), train out-of-fold accuracy (95 %), s/question,
+    Recall@10, recorded run."""
+    rows = []
+    for p in PRESETS.values():
+        m = load(ROOT / p.run / "metrics.json")
+        oof = load(RESULTS / "runs" / f"train2290-{p.name}-oof" / "metrics.json")
+        recall = m.get("Recall@10") if p.oracle is None and p.retrieval else None
+        rows.append([f"`{p.name}`" + (" (ORACLE)" if p.oracle else ""),
+                     acc_text(m.get("Accuracy"), m.get("n")),
+                     acc_text(oof.get("Accuracy"), oof.get("n")) if oof else "—",
+                     seconds(m), f"{recall:.3f}" if recall else "", f"`{rel(p.run)}/`"])
+    return rows
+
+
+def majority_row() -> list[str]:
+    """Always "no" on dev, from the facts preset's run."""
+    m = load(ROOT / PRESETS["facts"].run / "metrics.json")
+    maj = m.get("majority_baseline") or {}
+    return ["majority class (always \"no\")", acc_text(maj.get("Accuracy"), m.get("n")), "—", "", "", ""]
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def readme_table() -> str:
+    """The README's one results table (between the markers)."""
+    header = ["reader (`--preset`)", "dev accuracy (95 %)", "train out-of-fold (95 %)", "s/question", "Recall@10",
+              "recorded run (`bench/results/`) or source"]
+    rows = preset_rows() + [majority_row()] + [[name, "—", "—", "", "", f"{split} split: {acc}"] for name, split, acc in PAPER]
+    return "\n".join([
+        table(header, rows),
+        "",
+        "dev = the 229-question dev split, mini index (159,930 paragraphs), Qwen2.5-Coder-1.5B (GGUF) on "
+        "llama.cpp, 2 CPU cores. \\* read-outs cached from an earlier run of the same model (both heads read "
+        "the same ones): the time recorded for those reads. Paper rows: accuracy on the official test split (490 questions). Every study "
+        "behind these rows: [docs/results.md](docs/results.md).",
+    ])
+
+
+def head_rows() -> list[list[str]]:
+    """The shipped heads' out-of-fold accuracy (head.json) and the head_cv.json study entries."""
+    rep = load(RESULTS / "head.json").get("train_head", {}).get("report", {})
+    rows = []
+    for key, label in (("facts_head", "shipped facts head (`sqa train-head`)"), ("plain_head", "shipped no-retrieval head")):
+        h = rep.get(key)
+        if h:
+            rows.append([label, str(rep["n"]), f"{h['accuracy']:.3f} ({h['interval95'][0]:.3f}–{h['interval95'][1]:.3f})",
+                         "" if key == "plain_head" else _diff(rep.get("facts_minus_plain")), "`head.json` `train_head`"])
+    cv = load(RESULTS / "head_cv.json")
+    for entry, label in STUDIES:
+        e = cv.get(entry)
+        row = next((r for r in (e or {}).get("rows", []) if r["name"] == FACTS_ROW), None)
+        if row is None:
+            continue
+        rows.append([label, str(e["n"]), f"{row['accuracy']:.3f} ({row['interval95'][0]:.3f}–{row['interval95'][1]:.3f})",
+                     _diff(row.get("minus_plain")), f"`head_cv.json` `{entry}`"])
+    return rows
+
+
+def _diff(d: dict | None) -> str:
+    if not d:
+        return ""
+    lo, hi = d["interval95"]
+    return f"{d['difference']:+.3f} ({lo:+.3f} to {hi:+.3f})"
+
+
+def all_runs() -> list[list[str]]:
+    """Every recorded run folder with a metrics.json: split, n, accuracy (95 %), s/question."""
+    rows = []
+    for mf in sorted((RESULTS / "runs").glob("*/metrics.json")):
+        m = load(mf)
+        oracle = m.get("oracle")
+        rows.append([f"`runs/{mf.parent.name}/`", str(m.get("split")), str(m.get("n")),
+                     acc_text(m.get("Accuracy"), m.get("n")), m.get("reader") or "steps",
+                     f"ORACLE {oracle}" if oracle else "", seconds(m), "yes" if m.get("complete") else "no"])
+    return rows
+
+
+def retrieval_rows() -> list[list[str]]:
+    """Recall@10 of the official baselines and the step retriever (retrieval.json)."""
+    res = load(RESULTS / "retrieval.json").get("results", {})
+    rows = []
+    for split, modes in res.items():
+        for mode, d in modes.items():
+            official = next((k for k in d if k.startswith("official")), None)
+            if official and "ours" in d:
+                rows.append([split, mode, f"{official.removeprefix('official ')} {d[official]['Recall@10']:.3f}",
+                             f"{d['ours']['Recall@10']:.3f}"])
+    return rows
+
+
+def indexing_rows() -> list[list[str]]:
+    """Indexing rate, peak RSS and one-core search p50 of sqa and Lucene per corpus size
+    (``summary`` of index_vs_lucene.json and index_vs_lucene_36m.json)."""
+    rows = []
+    for name in ("index_vs_lucene.json", "index_vs_lucene_36m.json"):
+        for size, s in (load(RESULTS / name).get("summary") or {}).items():
+            if not size.isdigit() or "sqa" not in s or "lucene" not in s:
+                continue
+            sqa, luc = s["sqa"], s["lucene"]
+            rows.append([f"{int(size):,}", f"{sqa['paragraphs_per_s']:,.0f}", f"{luc['paragraphs_per_s']:,.0f}",
+                         f"{sqa['peak_rss_mb'] / 1024:.1f} / {luc['peak_rss_mb'] / 1024:.1f}",
+                         f"{sqa['search_p50_ms']} / {luc['search_p50_ms']}", str(sqa.get("builds", "")), f"`{name}`"])
+    return rows
+
+
+def results_doc() -> str:
+    """docs/results.md, whole."""
+    log = (RESULTS / "log.md").read_text(encoding="utf-8") if (RESULTS / "log.md").exists() else ""
+    parts = [
+        "# Results",
+        "",
+        "<!-- Generated by `python -m experiments.results` from bench/results/; edit those files, not this one. -->",
+        "",
+        "Every number here is copied from a file under `bench/results/` by `python -m experiments.results`;",
+        "`tests/test_repo.py` fails when this page or the README's table is out of date. The studies that",
+        "produced them are listed in [experiments/README.md](../experiments/README.md); the measurement notes",
+        "(what was tried, decided and why) are in [bench/results/notes.md](../bench/results/notes.md).",
+        "",
+        "## Presets",
+        "",
+        readme_table().replace(" Every study behind these rows: [docs/results.md](docs/results.md).", ""),
+        "",
+        "## Answer heads, out-of-fold on train-2061",
+        "",
+        "The head's accuracy after reading 5 facts, cross-validated in 5 folds grouped by StrategyQA term, and its",
+        "paired difference from the no-retrieval head on the same questions and folds.",
+        "",
+        table(["facts shown to the reader", "questions", "out-of-fold accuracy (95 %)", "minus no retrieval (95 %)",
+               "entry (`bench/results/`)"], head_rows()),
+        "",
+        "## Retrieval, Recall@10 (mini index)",
+        "",
+        table(["split", "input", "official baseline", "step retriever"], retrieval_rows()),
+        "",
+        "## Indexing against Lucene",
+        "",
+        "The same resampled corpus built by `sqa index` and by Lucene 9.9 (pyserini / Anserini) on 2 cores;",
+        "search on one core over 200 StrategyQA questions; medians of the builds.",
+        "",
+        table(["paragraphs", "sqa paragraphs/s", "Lucene paragraphs/s", "peak RSS GiB sqa / Lucene",
+               "search p50 ms sqa / Lucene", "builds", "file (`bench/results/`)"], indexing_rows()),
+        "",
+        "## Every recorded run",
+        "",
+        table(["run (`bench/results/`)", "split", "n", "accuracy (95 %)", "reader", "oracle", "s/question", "complete"],
+              all_runs()),
+        "",
+    ]
+    if log:
+        body = log.strip().split("\n", 1)[1] if log.startswith("# ") else log  # its own title gives way to ours
+        parts += ["## Lab log", "", body.strip().replace("](docs/", "](")]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def readme_text(current: str) -> str:
+    """README.md with its results table (between BEGIN and END) regenerated."""
+    if BEGIN not in current or END not in current:
+        raise SystemExit(f"error: README.md has no results markers ({BEGIN} ... {END})")
+    head, rest = current.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{readme_table()}\n{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write (or, with --check, compare) docs/results.md and README.md's table. Exit 1 when stale."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is out of date")
+    a = ap.parse_args(argv)
+    want = {DOC: results_doc(), README: readme_text(README.read_text(encoding="utf-8"))}
+    stale = [p for p, text in want.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+    if a.check:
+        for p in stale:
+            print(f"{p.relative_to(ROOT)} is out of date: run python -m experiments.results", file=sys.stderr)
+        return 1 if stale else 0
+    for p in stale:
+        p.write_text(want[p], encoding="utf-8")
+        print(f"wrote {p.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
