@@ -38,6 +38,13 @@ def python_sigint():
 
 
 _NO_CUDA: list[str] = []
+_NOT_SLOW: list[str] = []
+
+
+def pytest_deselected(items):
+    """Remember the model-loading tests (marked ``slow``) that ``-m "not slow"`` left out, so the
+    summary can list them: the fast lane must say what it did not run."""
+    _NOT_SLOW.extend(it.nodeid for it in items if it.get_closest_marker("slow") and not it.get_closest_marker("cuda"))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -61,18 +68,24 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Print how many tests were skipped and why (missing package, server or model), and which CUDA
-    tests were left out for want of a GPU."""
+    """Print how many tests were skipped and why (missing package, server or model), which
+    model-loading tests ``-m "not slow"`` left out, and which CUDA tests were left out for want of a GPU."""
     skipped = terminalreporter.stats.get("skipped", [])
     tr = terminalreporter
+    if _NOT_SLOW:
+        tr.write_sep("=", f"slow: {len(_NOT_SLOW)} model-loading test(s) did NOT run (-m 'not slow'); "
+                          "all tests: pip install -e '.[models,minilm,hf,rerank,dev]' && python -m pytest",
+                     yellow=True, bold=True)
+        for nodeid in _NOT_SLOW:
+            tr.write_line(f"  {nodeid}")
     if _NO_CUDA:
         tr.write_sep("=", f"cuda: {len(_NO_CUDA)} test(s) need a CUDA device and did NOT run here "
                           "(on a GPU machine: python -m pytest -m cuda)", yellow=True, bold=True)
         for nodeid in _NO_CUDA:
             tr.write_line(f"  {nodeid}")
     if not skipped:
-        tr.write_sep("=", "skipped: 0 (every test ran)" if not _NO_CUDA else
-                     "skipped: 0 (every test ran but the CUDA ones above)", green=True)
+        tr.write_sep("=", "skipped: 0 (every test ran)" if not (_NO_CUDA or _NOT_SLOW) else
+                     "skipped: 0 (every selected test ran; not run: the ones listed above)", green=True)
         return
     reasons: dict[str, int] = {}
     for rep in skipped:

@@ -10,7 +10,7 @@ import sqa.models.registry as models_module
 from sqa.cli import main
 from sqa.strategyqa import load_questions
 
-from tests.test_reasoner import ScriptedModel
+from helpers import ScriptedModel
 
 
 @pytest.fixture
@@ -90,6 +90,7 @@ def test_ask_errors_are_one_line(tmp_path, gold_index, capsys):
     assert err.startswith("error: ") and "missing.gguf" in err and "not found" in err
 
 
+@pytest.mark.slow
 def test_ask_real_small_model_json(gold_index, capsys):
     """End to end with the real 0.5B GGUF on llama.cpp over the gold index."""
     q = "Is the Eiffel Tower in the same country as the Louvre?"

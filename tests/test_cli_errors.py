@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from cli_helpers import one_error_line, run_sqa, step_reader
+from helpers import one_error_line, run_sqa, step_reader
 from sqa.cli import main
 from sqa.indexing.embedded import TantivyBackend
 from sqa.strategyqa import load_questions
@@ -124,7 +124,7 @@ def test_a_failed_first_eval_does_not_block_the_same_command_later(tmp_path, gol
     """The first session fails (no index yet) after run.json was written; once the index exists the
     same command runs instead of refusing "index.paragraph_count: None -> 9251"."""
     import sqa.models.registry as reasoner_pkg
-    from test_reasoner import ScriptedModel
+    from helpers import ScriptedModel
 
     model = ScriptedModel(["Who founded #0 Apple?", "When was #1 born?", "Is #2 before 1960?"])
     monkeypatch.setattr(reasoner_pkg, "load_model", lambda name, **kw: model)
@@ -143,6 +143,7 @@ def test_a_failed_first_eval_does_not_block_the_same_command_later(tmp_path, gol
     assert "k: 10 -> 5" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_question_too_long_for_the_context_blames_the_question_not_k(gold_index):
     """The real 0.5B GGUF (4,096-token context): evidence is trimmed to a fixed size, so only the
     question can make the prompt overflow."""

@@ -18,12 +18,12 @@ import time
 
 import pytest
 
-from cli_helpers import default_sigint, one_error_line, run_sqa, sqa_argv
+from helpers import default_sigint, one_error_line, run_sqa, sqa_argv
 from sqa.indexing import read_manifest
 from sqa.indexing.build import CHECKPOINT
 from sqa.indexing.download import CORPUS_NAME, fetch_corpus
 from sqa.types import SqaError
-from test_readers import real_lines
+from helpers import real_lines
 
 NAME = CORPUS_NAME
 

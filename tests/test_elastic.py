@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import default_sigint
+from helpers import default_sigint
 from sqa.cli import main
 from sqa.indexing import build_index, open_backend, read_manifest
 from sqa.indexing.build import CHECKPOINT, MANIFEST
@@ -180,7 +180,7 @@ def test_redact_url_drops_credentials_only():
     ("ftp://elastic:Pa55word@127.0.0.1:9200", "the scheme must be http or https"),
 ])
 def test_a_malformed_es_url_is_one_line_and_never_shows_the_password(tmp_path, url, expect):
-    from cli_helpers import one_error_line, run_sqa
+    from helpers import one_error_line, run_sqa
 
     for args in (["search", "black sea", "--backend", "elasticsearch"],
                  ["index", "--preset", "strategyqa", "--backend", "elasticsearch", "--index-dir", str(tmp_path)]):

@@ -71,7 +71,7 @@ def test_score_errors_are_one_line(tmp_path, capsys):
 @pytest.fixture
 def scripted(monkeypatch):
     """The real StepsReader and BM25 retrieval, with a scripted LanguageModel (no weights)."""
-    from test_reasoner import ScriptedModel
+    from helpers import ScriptedModel
 
     model = ScriptedModel(["Who founded #0 Apple?", "When was #1 born?", "Is #2 before 1960?"])
     monkeypatch.setattr(reasoner_pkg, "load_model", lambda name, **kw: model)
@@ -123,9 +123,9 @@ def test_eval_through_the_real_reasoner_resume_and_score(tmp_path, gold_index, s
 def test_cli_ctrl_c_exits_130_with_outputs(tmp_path):
     out = tmp_path / "run"
     code = (
-        "import signal, sys, eval_fakes, sqa.pipeline as PL\n"
-        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # see eval_fakes.py
-        "PL.reader_factory = lambda *a, **kw: (lambda pool: eval_fakes.FakeReasoner(pool, delay=0.03))\n"
+        "import signal, sys, helpers, sqa.pipeline as PL\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # see helpers.py
+        "PL.reader_factory = lambda *a, **kw: (lambda pool: helpers.FakeReader(pool, delay=0.03))\n"
         "from sqa.cli import main\n"
         f"sys.exit(main(['eval', '--split', 'dev', '--reader', 'steps', '--out', {str(out)!r}, '--index-dir', {str(tmp_path)!r}]))\n"
     )

@@ -1,5 +1,5 @@
 """The batch evaluation runner on real StrategyQA questions with a deterministic stand-in reader
-(tests/eval_fakes.py): outputs, resume after kill -9 / a cut last line / Ctrl-C, few-shot
+(tests/helpers.py): outputs, resume after kill -9 / a cut last line / Ctrl-C, few-shot
 exclusion, refusal to mix runs. The real pipeline is exercised in test_eval_cli.py."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_fakes import FakeReasoner, fake_p_yes
+from helpers import FakeReader, fake_p_yes
 from sqa.eval.leaderboard import load_predictions
 from sqa.eval.metrics import recall_at_k
 from sqa.eval.runner import (EvalOptions, TraceLog, fold_of, plan_fewshot, read_traces, run_eval,
@@ -36,7 +36,7 @@ def _opts(split="dev", limit=30, batch_size=7, **kw) -> EvalOptions:
 class Factory:
     """reader_for(pool) that remembers every reader it built (and for which pool)."""
 
-    def __init__(self, cls=FakeReasoner, **kw):
+    def __init__(self, cls=FakeReader, **kw):
         self.cls, self.kw, self.made = cls, kw, []
 
     def __call__(self, pool):
@@ -223,8 +223,8 @@ def test_a_second_writer_is_refused(tmp_path):
                 pass
 
 
-def test_reasoner_results_out_of_order_or_self_example_are_errors(tmp_path):
-    class Swapped(FakeReasoner):
+def test_reader_results_out_of_order_or_self_example_are_errors(tmp_path):
+    class Swapped(FakeReader):
         def answer_batch(self, questions, decomposition="predicted", on_result=None):
             out = list(reversed(super().answer_batch(questions, decomposition)))
             for r in out:
@@ -234,7 +234,7 @@ def test_reasoner_results_out_of_order_or_self_example_are_errors(tmp_path):
     with pytest.raises(SqaError, match="in the place of"):
         run_eval(_opts(limit=4), tmp_path / "a", Factory(Swapped))
 
-    class Cheater(FakeReasoner):
+    class Cheater(FakeReader):
         def answer_batch(self, questions, decomposition="predicted", on_result=None):
             out = super().answer_batch(questions, decomposition)
             for r in out:
@@ -270,7 +270,7 @@ def test_ctrl_c_while_a_line_is_written_keeps_that_line(tmp_path, monkeypatch, p
 
 def _start(out: Path, limit: int, delay: float) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, str(TESTS / "eval_fakes.py"), str(out), "dev", str(limit), str(delay), "4"],
+    return subprocess.Popen([sys.executable, str(TESTS / "helpers.py"), str(out), "dev", str(limit), str(delay), "4"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -305,6 +305,7 @@ def test_no_retrieval_head_reads_the_plain_prompt_and_reports_no_paragraphs():
     assert r.signals == {"plain": pytest.approx(1 / (1 + np.exp(1.0)), abs=1e-6)}
 
 
+@pytest.mark.slow
 def test_step_evidence_states_the_step_and_never_shows_the_questions_own_facts(gold_index, train):
     """``sqa ask --steps``' per-step sentence, by BM25 and by MiniLM (numpy)."""
     from sqa.facts.sources import step_evidence
@@ -329,6 +330,7 @@ def test_step_evidence_states_the_step_and_never_shows_the_questions_own_facts(g
     assert scores == sorted(scores, reverse=True) and all(-1.0 <= s <= 1.0 for s in scores)  # cosines, best first
 
 
+@pytest.mark.slow
 def test_step_facts_come_first_one_per_step_then_the_question_level_facts(gold_index, train):
     """``FactSettings.step_facts``: each step's best sentence (never the question's own facts), in
     step order, then the usual selection, 5 facts in all; off by default and recorded in a head."""
@@ -396,6 +398,7 @@ def test_a_head_on_step_facts_has_the_model_decompose_first_and_shows_the_steps(
         assert np.log(res.p_yes / (1 - res.p_yes)) == pytest.approx(rec["log_odds"]["f2"], abs=0.06)
 
 
+@pytest.mark.slow
 def test_numpy_minilm_matches_sentence_transformers_and_needs_no_torch(gold_index):
     """The torch-free all-MiniLM-L6-v2 (sqa/retriever/minilm.py) gives sentence-transformers' embeddings
     (which need torch: the rerank extra) on real questions and paragraph sentences, and the facts
@@ -423,6 +426,7 @@ def test_numpy_minilm_matches_sentence_transformers_and_needs_no_torch(gold_inde
         FactSettings(scorer="tfidf")
 
 
+@pytest.mark.slow
 def test_fixed_prompt_heads_are_kept_between_processes_and_read_the_same(tmp_path):
     """The KV cache of the facts reader's two fixed heads is saved once and loaded by the next
     model (another ``sqa ask``): same read-outs, and the heads' tokens are not read again."""

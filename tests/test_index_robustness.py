@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from cli_helpers import default_sigint, one_error_line, run_sqa, sqa_argv
+from helpers import default_sigint, one_error_line, run_sqa, sqa_argv
 from sqa.cli import main
 from sqa.indexing import open_backend, read_manifest
 from sqa.indexing.build import CHECKPOINT, LOCK

@@ -4,12 +4,12 @@ paragraphs) and on small files mixing real distractor lines with malformed ones.
 from __future__ import annotations
 
 import gzip
-import itertools
 import json
 import lzma
 
 import pytest
 
+from helpers import real_lines
 from sqa.indexing.readers import (ReadStats, detect_format, read_corpus, read_corpus_jsonl,
                                   read_strategyqa_paragraphs)
 from sqa.strategyqa import DISTRACTORS_FILE, PARAGRAPHS_FILE
@@ -17,12 +17,6 @@ from sqa.types import SqaError
 
 N_GOLD = 9_251
 N_DISTRACTORS = 150_679
-
-
-def real_lines(n: int, start: int = 0) -> list[str]:
-    """``n`` real lines of the shipped distractor file (full-corpus JSONL schema)."""
-    with gzip.open(DISTRACTORS_FILE, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in itertools.islice(f, start, start + n)]
 
 
 # --- the shipped files, read whole -------------------------------------------------------------

@@ -131,6 +131,7 @@ def test_eval_retrieval_on_gold_index(gold_index, tmp_path):
         run_retrieval_eval(index_dir, "embedded", "test", "question", tmp_path / "t.json")
 
 
+@pytest.mark.slow
 def test_minilm_rerank_reorders_candidates(gold_index):
     """Opt-in reranking (numpy MiniLM on CPU, no torch): same candidates, reordered by embedding similarity."""
     step = Step("What is the population of Albany, Georgia?")

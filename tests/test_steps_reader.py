@@ -10,8 +10,9 @@ import types
 
 import pytest
 
-from sqa.steps import prompts as P
+from helpers import ScriptedModel
 from sqa.models.chat import as_chatml_text
+from sqa.steps import prompts as P
 from sqa.models.registry import GgufSpec, assemble_gguf
 from sqa.steps.operations import is_operation_step
 from sqa.steps.reader import DECISION, StepsReader, combine_log_odds
@@ -19,36 +20,6 @@ from sqa.retriever.backend import BackendRetriever
 from sqa.retriever.clean import resolve_references
 from sqa.strategyqa import load_questions, questions_by_id
 from sqa.types import Question, SqaError
-
-
-class ScriptedModel:
-    """A deterministic LanguageModel: the decomposer returns ``steps``; the reader answers step k
-    with "ANSWER{k}"; P(yes) is 0.9 when the transcript holds "ANSWER1", else 0.2. Records every
-    prompt it is given."""
-
-    name = "scripted"
-    prefers_batches = False
-
-    def __init__(self, steps: list[str] | None = None):
-        self.steps = steps
-        self.generate_prompts: list[str] = []
-        self.yes_prompts: list[str] = []
-
-    def generate(self, prompts, max_tokens, stop=()):
-        out = []
-        for p in map(as_chatml_text, prompts):  # rendered as llama.cpp renders them
-            self.generate_prompts.append(p)
-            if p.endswith("Steps:\n1."):
-                out.append(" " + "\n".join(f"{i}. {s}" for i, s in enumerate(self.steps, 1))[3:] + "\nAnswer: Yes")
-            else:
-                k = int(re.search(r"#(\d+) =$", p).group(1))
-                out.append(f" ANSWER{k}")
-        return out
-
-    def yes_probability(self, prompts):
-        prompts = [as_chatml_text(p) for p in prompts]
-        self.yes_prompts.extend(prompts)
-        return [0.9 if "ANSWER1" in p else 0.2 for p in prompts]
 
 
 class RecordingRetriever:
@@ -164,6 +135,7 @@ def test_demonstrations_come_from_train_by_similarity_never_the_question():
     assert any("Ivan" in d.question for d in sel.select("Did Aristotle use a laptop?", 3))
 
 
+@pytest.mark.slow
 def test_minilm_demonstrations_share_the_strategy_and_their_embeddings_are_cached(tmp_path):
     """``sqa ask --steps``' demonstrations by meaning (all-MiniLM-L6-v2 in numpy): for the card's example the
     nearest train questions are anachronism questions, not BM25's "fair trade laptop"; the train
@@ -246,6 +218,7 @@ def _chat(q: str) -> str:
             f"<|im_start|>user\nQuestion: {q}<|im_end|>\n<|im_start|>assistant\nAnswer:")
 
 
+@pytest.mark.slow
 def test_yes_probability_ranks_obvious_yes_above_obvious_no(small_model):
     yes_qs = ["Is Paris the capital of France?", "Is water wet?", "Do birds have feathers?"]
     no_qs = ["Is Paris the capital of Germany?", "Can a dog fly to the Moon by flapping its ears?",
@@ -259,6 +232,7 @@ def test_yes_probability_ranks_obvious_yes_above_obvious_no(small_model):
     assert sum(py) / 3 - sum(pn) / 3 > 0.05
 
 
+@pytest.mark.slow
 def test_generation_stops_and_prefix_cache_is_reused(small_model):
     prompt = ("<|im_start|>user\nList three colours, one per line, numbered.<|im_end|>\n<|im_start|>assistant\n1.")
     before = dict(small_model.stats)
@@ -306,6 +280,7 @@ def test_lockstep_batches_match_one_by_one(gold_index):
         assert [(s.question, s.answer, s.evidence) for s in x.steps] == [(s.question, s.answer, s.evidence) for s in y.steps]
 
 
+@pytest.mark.slow
 def test_cpu_default_path_does_not_import_torch(gold_index):
     """The CPU default (llama.cpp + tantivy) never even tries to import torch/transformers: an import
     hook records every attempt, so the test means the same where torch is installed (CI) and where

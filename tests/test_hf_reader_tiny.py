@@ -4,7 +4,7 @@ generation, chat prompts fall back to ChatML; and, on a CUDA machine (marker ``c
 a note in the summary where there is none), the bfloat16 CUDA path agrees with float32 on CPU.
 
 The real-model test (the 0.5B GGUF through transformers against llama.cpp) is
-``test_reasoner_hf.py``; this one checks the batching and device code that the GPU path relies on,
+``test_hf_reader.py``; this one checks the batching and device code that the GPU path relies on,
 without minutes of dequantising."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
+@pytest.mark.slow
 def test_left_padded_batches_read_like_single_prompts(tiny_dir):
     from sqa.models.chat import render_chatml
     from sqa.models.hf import HFModel
