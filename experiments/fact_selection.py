@@ -86,7 +86,7 @@ def main() -> int:
     RESULTS = a.out
     demos = demo_qids()
     qs = [q for q in load_questions("train-2061") if q.qid not in demos][: a.limit]
-    retriever = make_retriever(open_index(a.index_dir), "ours")
+    retriever = make_retriever(open_index(a.index_dir), "step")
     hits = {q.qid: retriever.retrieve(q.question, [], 10) for q in qs}
 
     class Cached:  # the same top-10 for every variant

@@ -72,7 +72,7 @@ def main() -> int:
                          "evidence paragraphs (diagnostic upper bounds, never a system input)")
     ap.add_argument("--plan", nargs="+", default=["train-2061:0:600", "dev", "train-2061:600:1000"])
     a = ap.parse_args()
-    sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "ours"),
+    sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "step"),
                        FactSettings(sentence_paragraphs=a.sentence_paragraphs, scorer=a.scorer,
                                     step_facts=a.step_facts), oracle=a.oracle)
     model = load_model(a.model)

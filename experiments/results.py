@@ -96,7 +96,7 @@ def preset_rows() -> list[list[str]]:
         m = load(ROOT / p.run / "metrics.json")
         oof = load(RESULTS / "runs" / f"train2290-{p.name}-oof" / "metrics.json")
         recall = m.get("Recall@10") if p.oracle is None and p.retrieval else None
-        rows.append([f"`{p.name}`" + (" (ORACLE)" if p.oracle else ""),
+        rows.append([f"`--preset {p.name}`" + (" (ORACLE)" if p.oracle else ""),
                      acc_text(m.get("Accuracy"), m.get("n")),
                      acc_text(oof.get("Accuracy"), oof.get("n")) if oof else "—",
                      seconds(m), f"{recall:.3f}" if recall else "", f"`{rel(p.run)}/`"])
@@ -119,7 +119,7 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 def readme_table() -> str:
     """The README's one results table (between the markers)."""
-    header = ["reader (`--preset`)", "dev accuracy (95 %)", "train out-of-fold (95 %)", "s/question", "Recall@10",
+    header = ["reader", "dev accuracy (95 %)", "train out-of-fold (95 %)", "s/question", "Recall@10",
               "recorded run (`bench/results/`) or source"]
     rows = preset_rows() + [majority_row()] + [[name, "—", "—", "", "", f"{split} split: {acc}"] for name, split, acc in PAPER]
     return "\n".join([
@@ -178,9 +178,10 @@ def retrieval_rows() -> list[list[str]]:
     for split, modes in res.items():
         for mode, d in modes.items():
             official = next((k for k in d if k.startswith("official")), None)
-            if official and "ours" in d:
+            step = d.get("step") or d.get("ours")  # "ours": the step retriever's name before issue 33
+            if official and step:
                 rows.append([split, mode, f"{official.removeprefix('official ')} {d[official]['Recall@10']:.3f}",
-                             f"{d['ours']['Recall@10']:.3f}"])
+                             f"{step['Recall@10']:.3f}"])
     return rows
 
 

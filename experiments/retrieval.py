@@ -1,5 +1,5 @@
 """Retrieval benchmark: Recall@10 (official StrategyQA definition, ``sqa.eval.retrieval``) of the
-official baselines and of ours, on train-2061 (the tuning split) and dev (reported once), with the
+official baselines and of the step retriever (``step``), on train-2061 (the tuning split) and dev (reported once), with the
 question alone and with the gold decompositions. Writes experiments/work/retrieval.json, or ``--out``
 (the recorded run: bench/results/retrieval.json).
 
@@ -8,11 +8,11 @@ question alone and with the gold decompositions. Writes experiments/work/retriev
 
 Methods:
 - official IR-Q / IR-ORA-D: ``sqa.retriever.official.OfficialRetriever`` (Geva et al., TACL 2021).
-- ours: ``sqa.retriever.steps.StepRetriever`` with its defaults. The ablations that chose them
+- step: ``sqa.retriever.steps.StepRetriever`` with its defaults. The ablations that chose them
   (title boost, question list, fusion method, "#k" resolution, step weights) were measured on
   train-2061 with the knobs they needed; those knobs are gone from the code, their numbers stay in
   bench/results/retrieval.json ("ablations_train2061_recorded") and bench/results/notes.md.
-- ours + MiniLM rerank (optional): on a seeded sample of ``--rerank-sample`` questions of each
+- step + MiniLM rerank (optional): on a seeded sample of ``--rerank-sample`` questions of each
   split, since encoding candidates with all-MiniLM-L6-v2 on CPU is slow.
 
 Also records milliseconds per question (wall clock on a shared machine: indicative only).
@@ -66,15 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         r = results[split] = {}
         for mode, steps_of, official in (("question", lambda q: [], "official IR-Q"),
                                          ("gold decomposition", lambda q: list(q.decomposition), "official IR-ORA-D")):
-            got = evaluate_retrievers({official: OfficialRetriever(be), "ours": StepRetriever(be)}, qs, steps_of)
+            got = evaluate_retrievers({official: OfficialRetriever(be), "step": StepRetriever(be)}, qs, steps_of)
             m = r[mode] = {name: _row(v) for name, v in got.items()}
-            m["ours - official"] = round(m["ours"]["Recall@10"] - m[official]["Recall@10"], 4)
+            m["step - official"] = round(m["step"]["Recall@10"] - m[official]["Recall@10"], 4)
             if args.rerank_sample:
                 sample = random.Random(0).sample(qs, min(args.rerank_sample, len(qs)))
                 got = evaluate_retrievers({"rerank": StepRetriever(be, rerank=True), "plain": StepRetriever(be)},
                                           sample, steps_of)
-                m[f"ours + MiniLM rerank (sample of {len(sample)})"] = _row(got["rerank"])
-                m[f"ours on the same sample of {len(sample)}"] = _row(got["plain"])
+                m[f"step + MiniLM rerank (sample of {len(sample)})"] = _row(got["rerank"])
+                m[f"step on the same sample of {len(sample)}"] = _row(got["plain"])
     be.close()
 
     manifest = read_manifest(index_dir) or {}

@@ -21,7 +21,8 @@ from typing import Callable, Sequence
 from sqa.presets import Preset
 from sqa.types import LanguageModel, Question, Retriever, SearchBackend, SqaError
 
-RETRIEVERS = ("ours", "official", "backend")
+RETRIEVERS = ("step", "official", "backend")
+OLD_RETRIEVER_NAMES = {"ours": "step"}  # the step retriever was called "ours" before issue 33
 
 
 def open_index(index_dir: str | Path, backend: str = "embedded") -> SearchBackend:
@@ -45,11 +46,12 @@ def index_info(index_dir: str | Path, backend: str = "embedded") -> dict:
     return {**index_identity(manifest, backend), "preset": manifest.get("preset"), "built_at": manifest.get("built_at")}
 
 
-def make_retriever(backend: SearchBackend, name: str = "ours") -> Retriever:
-    """A ``Retriever`` over ``backend``: ``ours`` (``StepRetriever``), ``official``
-    (``OfficialRetriever``: IR-Q / IR-ORA-D) or ``backend`` (``BackendRetriever``). Raises SqaError
-    for another name."""
-    if name == "ours":
+def make_retriever(backend: SearchBackend, name: str = "step") -> Retriever:
+    """A ``Retriever`` over ``backend``: ``step`` (``StepRetriever``; its old name ``ours`` is still
+    read), ``official`` (``OfficialRetriever``: IR-Q / IR-ORA-D) or ``backend`` (``BackendRetriever``).
+    Raises SqaError for another name."""
+    name = OLD_RETRIEVER_NAMES.get(name, name)
+    if name == "step":
         from sqa.retriever.steps import StepRetriever
 
         return StepRetriever(backend)
@@ -110,7 +112,7 @@ class Pipeline:
 
 def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Path | None = None,
                  backend: str = "embedded", k: int = 10, *, head=None, features_cache: str | Path | None = None,
-                 fewshot_pool: Sequence[Question] | None = None, retriever: str = "ours") -> Pipeline:
+                 fewshot_pool: Sequence[Question] | None = None, retriever: str = "step") -> Pipeline:
     """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
     fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
     for ``sqa.steps.models.load_model``, or a loaded ``LanguageModel``).

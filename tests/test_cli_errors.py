@@ -43,6 +43,19 @@ def test_train_head_bad_settings_are_one_line_before_any_model_loads(args, expec
     assert expect in one_error_line(run_sqa(args, timeout=60))
 
 
+@pytest.mark.parametrize("args, expect", [
+    (["--decomposition", "question"], "--decomposition goes with the steps reader"),
+    (["--preset", "facts", "--decomposition", "predicted"], "--decomposition goes with the steps reader"),
+    (["--reader", "steps", "--steps"], "--steps goes with the facts reader"),
+    (["--preset", "steps", "--head", "h.json"], "--head goes with the facts reader"),
+])
+def test_ask_rejects_a_flag_its_reader_would_ignore_before_any_model_loads(args, expect):
+    """A flag that does nothing for the chosen reader is one line and exit 2 (issue 33), not silently
+    ignored; checked before the index or a model is opened (the index directory does not exist)."""
+    line = one_error_line(run_sqa(["ask", "Is the sun a star?", *args, "--index-dir", "no-such-index"], timeout=60))
+    assert expect in line
+
+
 def test_bare_sqa_lists_the_commands_and_exits_2():
     r = run_sqa([])
     line = one_error_line(r)

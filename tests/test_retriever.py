@@ -112,10 +112,10 @@ def test_eval_retrieval_on_gold_index(gold_index, tmp_path):
     index_dir = gold_index.index_dir
     res = run_retrieval_eval(index_dir, "embedded", "dev", "gold", tmp_path / "gold.json")
     assert res["count"] == 229 and res["paragraphs"] == 9251
-    official, ours = res["methods"]["official (IR-ORA-D)"]["Recall@10"], res["methods"]["ours"]["Recall@10"]
+    official, ours = res["methods"]["official (IR-ORA-D)"]["Recall@10"], res["methods"]["step"]["Recall@10"]
     assert 0.8 < official < 0.95  # the Lucene reference on the gold paragraphs is 0.854 / 0.874
     assert ours > official
-    assert json.loads((tmp_path / "gold.json").read_text())["methods"]["ours"]["Recall@10"] == ours
+    assert json.loads((tmp_path / "gold.json").read_text())["methods"]["step"]["Recall@10"] == ours
 
     # a FILE of predicted decompositions: only its questions are scored
     f = tmp_path / "pred.jsonl"
@@ -153,6 +153,6 @@ def test_sqa_eval_retrieval_command(gold_index, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "official (IR-Q)" in printed and "Recall@10" in printed
     res = json.loads(out.read_text())
-    assert res["count"] == 229 and set(res["methods"]) == {"official (IR-Q)", "ours"}
+    assert res["count"] == 229 and set(res["methods"]) == {"official (IR-Q)", "step"}
     assert main(["eval", "retrieval", "--decomposition", str(tmp_path / "missing.jsonl"),
                  "--index-dir", str(gold_index.index_dir), "--out", str(out)]) == 2

@@ -34,9 +34,11 @@ def ask_command(
                                                        "or a Hugging Face checkpoint name/directory (transformers).")]
     = "qwen2.5-coder-1.5b",
     k: Annotated[int, typer.Option("-k", "--k", help="Evidence paragraphs retrieved per step and for the question (top-k).")] = 10,
-    decomposition: Annotated[str, typer.Option("--decomposition", help="predicted (decompose into steps) or question "
-                                                                       "(no decomposition: retrieve with the question).")]
-    = "predicted",
+    decomposition: Annotated[Optional[str], typer.Option("--decomposition", help="The steps reader only: predicted "
+                                                                                 "(decompose into steps; its default) or "
+                                                                                 "question (no decomposition: retrieve with "
+                                                                                 "the question).", show_default=False)]
+    = None,
     no_retrieval: Annotated[bool, typer.Option("--no-retrieval", help="Answer from the model alone (no evidence), "
                                                                       "the baseline that shows what retrieval adds "
                                                                       "(preset no-retrieval).")] = False,
@@ -58,9 +60,11 @@ def ask_command(
         raise SqaError("empty question; pass the question text, e.g. sqa ask \"Is the sun a star?\"")
     if not 1 <= k <= MAX_K:
         raise SqaError(f"--k must be from 1 to {MAX_K:,} (got {k})")
-    if decomposition not in ("predicted", "question"):
+    if decomposition not in (None, "predicted", "question"):
         raise SqaError(f"--decomposition {decomposition!r}: use predicted or question")
     chosen = choose_preset(preset, reader, False if no_retrieval else None, None, for_ask=True)
+    reject_unused_flags(chosen.reader, decomposition, steps, head)
+    decomposition = decomposition or "predicted"
     err = Console(stderr=True)
     if chosen.reader == "facts":
         return _ask_facts(question, model, k, chosen, as_json, steps, head, resolve_index_dir(index_dir), backend, err)
@@ -94,6 +98,19 @@ def ask_command(
     tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f}{readings}  confidence={result.confidence:.2f}  "
              f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
     Console().print(tree)
+
+
+def reject_unused_flags(reader: str, decomposition: Optional[str], steps: bool, head: Optional[Path]) -> None:
+    """Raise SqaError (one line) for a flag the chosen reader would ignore: ``--decomposition`` with
+    the facts reader (it reads no decomposition), ``--steps`` or ``--head`` with the steps reader (it
+    always decomposes and has no answer head)."""
+    if reader == "facts" and decomposition is not None:
+        raise SqaError("--decomposition goes with the steps reader (--reader steps); the facts reader reads no "
+                       "decomposition (--steps shows one next to its answer)")
+    if reader == "steps" and steps:
+        raise SqaError("--steps goes with the facts reader; the steps reader always decomposes")
+    if reader == "steps" and head is not None:
+        raise SqaError("--head goes with the facts reader; the steps reader has no answer head")
 
 
 def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: bool, head, index_dir,

@@ -1,4 +1,4 @@
-"""``sqa eval retrieval``: Recall@10 of the official StrategyQA retrieval and of ours on the current
+"""``sqa eval retrieval``: Recall@10 of the official StrategyQA retrieval and of the step retriever on the current
 index, for the question alone, the gold decompositions, or predicted decompositions from a file.
 
 The evaluation itself is :mod:`sqa.eval.retrieval`; ``run_retrieval_eval`` wires it to an index
@@ -32,14 +32,14 @@ def run_retrieval_eval(index_dir: str | Path | None, backend: str = "embedded", 
                        decomposition: str = "question", out: str | Path | None = None,
                        on_progress: Callable[[int, int], None] | None = None,
                        rerank: bool = False) -> dict:
-    """Recall@10 (official StrategyQA definition) of the official retrieval and of ours.
+    """Recall@10 (official StrategyQA definition) of the official retrieval and of the step retriever.
 
-    ``decomposition``: "question" (IR-Q vs ours on the question), "gold" (IR-ORA-D vs ours on the
-    gold steps) or a JSONL path of predicted decompositions (IR-D vs ours; only the split's
+    ``decomposition``: "question" (IR-Q vs the step retriever on the question), "gold" (IR-ORA-D vs the step retriever on the
+    gold steps) or a JSONL path of predicted decompositions (IR-D vs the step retriever; only the split's
     questions in the file are scored). ``on_progress(done, total)`` is called after each
     question. Writes the result as JSON to ``out`` (default :func:`default_out`) and returns it:
     ``{"split", "decomposition", "backend", "paragraphs" (index size), "count",
-    "methods": {name: {"Recall@10", "seconds"}}, "delta" (ours - official), "out"}``.
+    "methods": {name: {"Recall@10", "seconds"}}, "delta" (the step retriever - official), "out"}``.
 
     Raises SqaError for an unknown split or backend, a missing index, the unlabelled test split,
     or a decomposition file that matches no question of the split.
@@ -54,7 +54,7 @@ def run_retrieval_eval(index_dir: str | Path | None, backend: str = "embedded", 
     be = open_index(index_dir, backend)
     try:
         retrievers = {f"official ({official_method(decomposition)})": OfficialRetriever(be),
-                      "ours" + (" + MiniLM rerank" if rerank else ""): StepRetriever(be, rerank=rerank)}
+                      "step" + (" + MiniLM rerank" if rerank else ""): StepRetriever(be, rerank=rerank)}
         methods = evaluate_retrievers(retrievers, questions, steps_of, on_progress=on_progress)
         paragraphs = be.count()
     finally:
@@ -78,11 +78,11 @@ def eval_retrieval_command(
     decomposition: Annotated[str, typer.Option("--decomposition", help=DECOMPOSITION_HELP)] = "question",
     out: Annotated[Optional[Path], typer.Option("--out", help="JSON output (default sqa-eval/retrieval-SPLIT-DECOMPOSITION.json).",
                                                 show_default=False)] = None,
-    rerank: Annotated[bool, typer.Option("--rerank", help="Rerank ours with all-MiniLM-L6-v2 embeddings (opt-in; numpy on CPU, no torch).")] = False,
+    rerank: Annotated[bool, typer.Option("--rerank", help="Rerank the step retriever's candidates with all-MiniLM-L6-v2 embeddings (opt-in; numpy on CPU, no torch; the minilm extra).")] = False,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:
-    """Recall@10 of the official StrategyQA retrieval and ours on the current index."""
+    """Recall@10 of the official StrategyQA retrieval and the step retriever on the current index."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
@@ -106,4 +106,4 @@ def eval_retrieval_command(
     for name, m in res["methods"].items():
         table.add_row(name, f"{m['Recall@10']:.4f}", f"{1000 * m['seconds'] / res['count']:.1f}")
     console.print(table)
-    console.print(f"ours - official: {res['delta']:+.4f}; written to {res['out']}")
+    console.print(f"step - official: {res['delta']:+.4f}; written to {res['out']}")

@@ -51,7 +51,7 @@ class StepRetriever:
     texts of the latest ``retrieve`` call (question query first when the question list is used).
     """
 
-    name = "ours"
+    name = "step"
 
     def __init__(self, backend: SearchBackend, config: StepRetrieverConfig | None = None, **overrides):
         self.backend = backend
