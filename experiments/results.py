@@ -74,13 +74,23 @@ def acc_text(acc: float | None, n: int | None) -> str:
 
 
 def seconds(m: dict) -> str:
-    """Seconds per question of a run: ``seconds_per_question``; where the reads were cached from an
-    earlier run (``phase_seconds_mean.cached``), the recorded read time marked with *."""
-    phases = m.get("phase_seconds_mean") or {}
-    if phases.get("cached"):
-        return f"{phases['total']:.1f}*" if phases.get("total") else "—"
+    """Seconds per question a run spent reading (``seconds_per_question``), or "—†" where its
+    read-outs came from a features cache (``phase_seconds_mean.cached``): such a run timed no reading
+    (bench/results/runs/README.md)."""
+    if (m.get("phase_seconds_mean") or {}).get("cached"):
+        return "—†"
     s = m.get("seconds_per_question")
     return f"{s:.1f}" if s else "—"
+
+
+def ask_speed() -> str:
+    """The footnote for "—†": ``sqa ask``'s speed with the facts reader (ask.json ``facts_reader``)."""
+    f = load(RESULTS / "ask.json").get("qwen2.5-coder-1.5b", {}).get("facts_reader")
+    if not f:
+        return ""
+    return (f" `sqa ask` with the facts reader: {f['seconds_per_question_mean']:.1f} s a question, "
+            f"{f['seconds_per_question_mean_excluding_first']:.1f} s after the first (`ask.json` `facts_reader`, "
+            f"{f['n_questions']} dev questions).")
 
 
 def rel(run: str) -> str:
@@ -126,8 +136,8 @@ def readme_table() -> str:
         table(header, rows),
         "",
         "dev = the 229-question dev split, mini index (159,930 paragraphs), Qwen2.5-Coder-1.5B (GGUF) on "
-        "llama.cpp, 2 CPU cores. \\* read-outs cached from an earlier run of the same model (both heads read "
-        "the same ones): the time recorded for those reads. Paper rows: accuracy on the official test split (490 questions). Every study "
+        "llama.cpp, 2 CPU cores. † read-outs from a features cache, so the run timed no reading;"
+        + ask_speed() + " Paper rows: accuracy on the official test split (490 questions). Every study "
         "behind these rows: [docs/results.md](docs/results.md).",
     ])
 
