@@ -104,3 +104,31 @@ def test_generated_results_are_current():
     r = subprocess.run([sys.executable, "-m", "experiments.results", "--check"], cwd=ROOT, capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr.strip() or r.stdout.strip()
+
+
+def _results_module():
+    """experiments/results.py, loaded from its file (the tests need not run from the repository root)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("experiments_results", ROOT / "experiments" / "results.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_results_table_reads_a_presets_out_of_fold_run_when_one_is_recorded(tmp_path, monkeypatch):
+    """The train out-of-fold column comes from runs/train2290-PRESET-oof/metrics.json (issue 35's
+    recorded run) and is "—" where there is none; the interval is the normal approximation."""
+    res = _results_module()
+    rows = {r[0]: r for r in res.preset_rows()}
+    oof_missing = not (res.RESULTS / "runs" / "train2290-facts-oof" / "metrics.json").exists()
+    assert rows["`--preset facts`"][1] == "0.664 (0.603–0.725)"  # runs/dev229-facts-h2055, n = 229
+    if oof_missing:
+        assert rows["`--preset facts`"][2] == "—"
+    run = tmp_path / "runs" / "train2290-facts-oof"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text('{"Accuracy": 0.65, "n": 2290}', encoding="utf-8")
+    monkeypatch.setattr(res, "RESULTS", tmp_path)
+    rows = {r[0]: r for r in res.preset_rows()}
+    assert rows["`--preset facts`"][2] == "0.650 (0.630–0.670)"
+    assert rows["`--preset no-retrieval`"][2] == "—"

@@ -156,3 +156,19 @@ def test_sqa_eval_retrieval_command(gold_index, tmp_path, capsys):
     assert res["count"] == 229 and set(res["methods"]) == {"official (IR-Q)", "step"}
     assert main(["eval", "retrieval", "--decomposition", str(tmp_path / "missing.jsonl"),
                  "--index-dir", str(gold_index.index_dir), "--out", str(out)]) == 2
+
+
+def test_the_step_retriever_is_named_step_and_its_old_name_still_works(gold_index):
+    """``make_retriever`` names the step retriever ``step`` (issue 33); ``ours``, its name before,
+    still gives it, so old commands and files keep working; another name is one clear error."""
+    from sqa.pipeline import RETRIEVERS, make_retriever
+    from sqa.retriever.steps import StepRetriever
+    from sqa.types import SqaError
+
+    assert RETRIEVERS[0] == "step" and "ours" not in RETRIEVERS
+    for name in ("step", "ours"):
+        r = make_retriever(gold_index, name)
+        assert isinstance(r, StepRetriever) and r.name == "step"
+    assert isinstance(make_retriever(gold_index), StepRetriever)
+    with pytest.raises(SqaError, match="unknown retriever 'mine'; use step, official, backend"):
+        make_retriever(gold_index, "mine")
