@@ -55,7 +55,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes" if srv.ranges else "none")
         self.end_headers()
-        entry = {"range": rng, "start": start, "status": status, "sent": 0}
+        entry = {"range": rng, "start": start, "status": status, "sent": 0, "auth": self.headers.get("Authorization")}
         srv.log.append(entry)
         cut = srv.cuts.pop(0) if srv.cuts else None  # bytes of this body to send before hanging up
         for i in range(0, len(body), 32768):
@@ -127,9 +127,15 @@ def test_a_connection_cut_mid_file_is_resumed_with_a_range_request_not_restarted
     assert fetch_corpus(server.url, tmp_path) == path and len(server.log) == 2
 
 
+def _left_part(server, tmp_path, data: bytes) -> None:
+    """A ``.part`` as an interrupted run leaves it: the bytes and the sidecar recording its URL."""
+    (tmp_path / (NAME + ".part")).write_bytes(data)
+    (tmp_path / (NAME + ".part.json")).write_text(json.dumps({"url": server.url, "size": len(server.data)}))
+
+
 def test_a_part_file_left_by_an_earlier_run_is_continued(server, tmp_path):
     k = len(server.data) // 3
-    (tmp_path / (NAME + ".part")).write_bytes(server.data[:k])
+    _left_part(server, tmp_path, server.data[:k])
     path = fetch_corpus(server.url, tmp_path)
     assert path.read_bytes() == server.data
     assert [(e["range"], e["status"], e["sent"]) for e in server.log] == [(f"bytes={k}-", 206, len(server.data) - k)]
@@ -140,7 +146,7 @@ def test_a_part_file_left_by_an_earlier_run_is_continued(server, tmp_path):
 
 def test_a_server_without_range_support_restarts_cleanly(server, tmp_path):
     server.ranges = False
-    (tmp_path / (NAME + ".part")).write_bytes(b"x" * 5000)  # not even a prefix of the file: overwritten
+    _left_part(server, tmp_path, b"x" * 5000)  # not even a prefix of the file: overwritten
     path = fetch_corpus(server.url, tmp_path)
     assert path.read_bytes() == server.data
     assert [(e["status"], e["sent"]) for e in server.log] == [(200, len(server.data))]
@@ -148,7 +154,7 @@ def test_a_server_without_range_support_restarts_cleanly(server, tmp_path):
 
 
 def test_a_complete_part_file_gets_416_and_is_kept(server, tmp_path):
-    (tmp_path / (NAME + ".part")).write_bytes(server.data)
+    _left_part(server, tmp_path, server.data)
     assert fetch_corpus(server.url, tmp_path).read_bytes() == server.data
     assert [e["status"] for e in server.log] == [416]
 
@@ -182,6 +188,74 @@ def test_offline_refused_dns_and_http_errors_are_one_line_naming_the_url(server,
     with pytest.raises(SqaError) as e:
         fetch_corpus(f"http://alice:s3cret@127.0.0.1:{port}/x.gz", tmp_path)
     assert f"http://127.0.0.1:{port}/x.gz: cannot download" in str(e.value) and "s3cret" not in str(e.value)
+
+
+def test_a_part_file_sqa_did_not_record_is_neither_continued_nor_deleted(server, tmp_path):
+    # issue 34 item 3: a .part of the right name but with no sidecar recording it (not written by
+    # sqa) was appended to, then deleted; on the 416 path deleted with a message blaming the server
+    part = tmp_path / (NAME + ".part")
+    for mine in (b"mine\n", server.data + b"more"):  # shorter than the file / longer (the 416 path)
+        part.write_bytes(mine)
+        with pytest.raises(SqaError, match=r"\.part: a partial file that sqa did not record.*move it away") as e:
+            fetch_corpus(server.url, tmp_path)
+        assert "\n" not in str(e.value)
+        assert part.read_bytes() == mine and server.log == []  # untouched, nothing requested
+    part.unlink()
+    assert fetch_corpus(server.url, tmp_path).read_bytes() == server.data
+    assert not (tmp_path / (NAME + ".part.json")).exists()  # the sidecar goes with the .part
+
+
+def test_the_sidecar_records_url_and_size_while_a_download_is_partial(server, tmp_path):
+    server.cuts = [len(server.data) // 2, 0]
+    with pytest.raises(SqaError, match="lost"):
+        fetch_corpus("http://alice:pw%2F1@" + server.url.split("//", 1)[1], tmp_path, retries=0)
+    side = json.loads((tmp_path / (NAME + ".part.json")).read_text())
+    assert side == {"url": server.url, "size": len(server.data)}  # the URL without its credentials
+
+
+def test_a_server_that_ignores_ranges_and_always_hangs_up_half_way_is_given_up_on(server, tmp_path):
+    # issue 34 item 7: the retry count reset whenever bytes arrived, so this restarted for ever
+    server.ranges = False
+    half = len(server.data) // 2
+    server.cuts = [half] * 50
+    t0 = time.monotonic()
+    with pytest.raises(SqaError, match=rf"lost 3 times in a row without getting past {half:,} bytes.*run the same "
+                                       "command again") as e:
+        fetch_corpus(server.url, tmp_path, retries=2)
+    assert "\n" not in str(e.value)
+    assert len(server.log) == 3 and time.monotonic() - t0 < 30  # 1 + 2 restarts, 1 s + 2 s apart
+
+
+def test_a_password_with_reserved_characters_is_sent_whole_and_never_shown(server, tmp_path):
+    # issue 34 item 4: the authority was cut at the first "/", so the port was "Zq9" and the
+    # message printed the password
+    import base64
+
+    pw = "Zq9/Se#c?r@e:t%41PW"
+    url = f"http://user:{pw}@{server.url.split('//', 1)[1]}"
+    assert fetch_corpus(url, tmp_path).read_bytes() == server.data
+    assert base64.b64decode(server.log[0]["auth"].split()[1]).decode() == "user:Zq9/Se#c?r@e:tAPW"
+    assert json.loads((tmp_path / (NAME + ".json")).read_text())["url"] == server.url
+    port = _closed_port()
+    with pytest.raises(SqaError) as e:
+        fetch_corpus(f"http://user:{pw}@127.0.0.1:{port}/x.gz", tmp_path / "other")
+    assert f"http://127.0.0.1:{port}/x.gz: cannot download" in str(e.value)
+    assert not any(bit in str(e.value) for bit in ("Zq9", "Se#c", "PW", "user"))
+
+
+def test_cli_password_with_a_slash_in_corpus_url_is_never_printed(tmp_path):
+    url = f"http://user:Zq9/SecretPW@127.0.0.1:{_closed_port()}/x"
+    r = run_sqa(["index", "--preset", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
+                env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
+    line = one_error_line(r)
+    assert "cannot download the corpus (connection refused)" in line
+    assert "Zq9" not in r.stderr + r.stdout and "SecretPW" not in r.stderr + r.stdout
+
+
+def test_cli_an_empty_corpus_url_is_refused(tmp_path):
+    r = run_sqa(["index", "--preset", "full", "--corpus-url", "", "--index-dir", tmp_path / "idx"],
+                env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
+    assert "--corpus-url / $SQA_CORPUS_URL is empty" in one_error_line(r)
 
 
 # --- sqa index --preset full -----------------------------------------------------------------------

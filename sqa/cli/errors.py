@@ -5,16 +5,16 @@
 the file or URL and what to do; it returns None for anything else (a bug, which keeps its
 traceback). ``usage_error_line`` does the same for command-line usage errors of click, whether
 the real ``click`` package or the copy that typer >= 0.20 vendors as ``typer._click`` (the README's
-install has only the latter). ``redact`` removes Elasticsearch credentials from any message.
+install has only the latter). ``redact`` (``sqa.redact``, the one redaction) removes credentials from every line printed.
 """
 
 from __future__ import annotations
 
 import errno
 import importlib
-import os
 import re
 
+from sqa.redact import redact  # noqa: F401  (the one redaction; re-exported)
 from sqa.types import SqaError
 
 # modules whose exception classes are click's (typer >= 0.20 vendors click as typer._click and
@@ -63,34 +63,6 @@ def click_classes() -> dict[str, tuple[type, ...]]:
 def one_line(text: str) -> str:
     """``text`` with every run of whitespace (newlines included) collapsed to one space."""
     return " ".join(str(text).split())
-
-
-def _secrets() -> list[str]:
-    out = []
-    for var in ("SQA_ES_PASSWORD", "SQA_ES_API_KEY"):
-        v = os.environ.get(var)
-        if v and len(v) >= 3:
-            out.append(v)
-    url = os.environ.get("SQA_ES_URL") or ""
-    m = re.search(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://)?([^/@\s]*)@", url)
-    if m and ":" in m.group(1):
-        pw = m.group(1).split(":", 1)[1]
-        if pw:
-            out.append(pw)
-    return out
-
-
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?(?P<user>[^\s/@:'\"]+):(?P<pw>[^\s/@'\"]*)@(?=[\w.\[\]-])")
-
-
-def redact(text: str) -> str:
-    """``text`` without credentials: ``user:password@`` parts of URLs (with or without a scheme)
-    and the values of ``SQA_ES_PASSWORD`` / ``SQA_ES_API_KEY`` / the password in ``SQA_ES_URL``
-    become ``***``."""
-    text = _USERINFO.sub(lambda m: (m.group("scheme") or "") + "***@", str(text))
-    for s in _secrets():
-        text = text.replace(s, "***")
-    return text
 
 
 def os_error_line(e: OSError) -> str:

@@ -37,7 +37,7 @@ def index_command(
     if preset and corpus and preset != "full":
         raise SqaError("give either --preset or --corpus, not both (only --preset full takes --corpus: a copy of the "
                        "full corpus on disk)")
-    if corpus_url and preset != "full":
+    if corpus_url is not None and preset != "full":
         raise SqaError("--corpus-url is for --preset full")
     if preset == "full" and corpus and len(corpus) != 1:
         raise SqaError("--preset full takes one --corpus file (the full corpus, .jsonl.gz)")

@@ -7,11 +7,16 @@ paragraphs in the full-corpus JSONL format read by ``sqa.indexing.readers``.
 
 Protocol (standard library ``urllib``; no extra dependency):
 
-- The bytes go to ``NAME.part`` next to the destination. A ``.part`` left by an interrupted run
+- The bytes go to ``NAME.part`` next to the destination, recorded as this module's by
+  ``NAME.part.json`` (the URL without credentials, and the size once known) written before the
+  first byte; a ``.part`` without that record is refused (neither continued nor deleted), one
+  recorded for another URL is started anew. A ``.part`` left by an interrupted run
   (Ctrl-C, kill -9, a lost connection) is continued with an HTTP ``Range: bytes=N-`` request; a
   server that answers ``206 Partial Content`` with ``Content-Range: bytes N-.../TOTAL`` appends
   to it. A server that ignores ranges (``200``) restarts the file from byte 0, and says so. A
-  connection lost mid-transfer is retried (``retries`` times, from where it stopped).
+  connection lost mid-transfer is retried from where it stopped, at most ``retries`` times in a
+  row without getting past the most bytes held before (a server that ignores ranges and always
+  hangs up half-way would otherwise restart for ever).
 - Size: the total from ``Content-Length`` (200) or ``Content-Range`` (206) must equal the bytes
   on disk at the end. Checksum: the release publishes none and this machine cannot fetch the
   file, so no SHA-256 is known here (``EXPECTED_SHA256`` is None); the SHA-256 of what was
@@ -44,9 +49,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-from sqa.indexing.es_connect import redact_url as safe_url  # the URL without user:password@
+from sqa.redact import redact_url as safe_url  # the URL without user:password@
+from sqa.redact import split_credentials
 from sqa.paths import sqa_home
 from sqa.types import SqaError
 
@@ -81,23 +87,24 @@ def corpus_dir() -> Path:
 
 
 def corpus_url(url: str | None = None) -> str:
-    """The URL to fetch: ``url`` if given, else ``$SQA_CORPUS_URL``, else ``CORPUS_URL``."""
-    return url or os.environ.get(URL_ENV) or CORPUS_URL
+    """The URL to fetch: ``url`` if given (an empty one too: ``fetch_corpus`` refuses it), else
+    ``$SQA_CORPUS_URL`` when set and not empty, else ``CORPUS_URL``."""
+    if url is not None:
+        return url
+    return os.environ.get(URL_ENV) or CORPUS_URL
 
 
 def _request(url: str, start: int, timeout: float):
     """Open ``url`` from byte ``start`` (a Range request when ``start`` > 0). Credentials in the URL
     become a Basic Authorization header (urllib would otherwise refuse the URL)."""
-    parts = urlsplit(url)
+    bare, user, password = split_credentials(url)  # a password may hold / # ? @ : (see sqa.redact)
     headers = {"User-Agent": "sqa-corpus-fetch", "Accept-Encoding": "identity"}
-    if parts.username is not None:
+    if user is not None:
         import base64
 
-        token = base64.b64encode(f"{parts.username}:{parts.password or ''}".encode()).decode()
+        token = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
         headers["Authorization"] = f"Basic {token}"
-        host = parts.hostname or ""
-        url = urlunsplit((parts.scheme, host + (f":{parts.port}" if parts.port else ""), parts.path,
-                          parts.query, parts.fragment))
+        url = bare
     if start:
         headers["Range"] = f"bytes={start}-"
     return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
@@ -187,7 +194,7 @@ def fetch_corpus(url: str | None = None, dest_dir: str | Path | None = None, nam
 
     ``timeout``: seconds without data before a connection counts as lost; ``retries``: how many
     times in a row a connection lost mid-transfer is resumed within this call (1 s, 2 s, 4 s ...
-    apart, at most 30 s; any progress resets the count). A failure to connect before any byte
+    apart, at most 30 s; only getting past the most bytes held before resets the count). A failure to connect before any byte
     arrived is not retried: offline, a DNS failure or a refused connection is reported at once.
     Raises SqaError (one line, URL redacted) for these, an HTTP error, a connection that keeps
     failing, a failed size/checksum/gzip check, or a file of the same name that this function
@@ -195,11 +202,15 @@ def fetch_corpus(url: str | None = None, dest_dir: str | Path | None = None, nam
     """
     url = corpus_url(url)
     shown = safe_url(url)
+    if not url.strip():
+        raise SqaError(f"--corpus-url / ${URL_ENV} is empty; give an http(s) URL, or leave it out for the "
+                       "StrategyQA release")
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(split_credentials(url)[0])
         parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
-    except ValueError as e:
-        raise SqaError(f"{shown}: not a usable URL ({e}); give an http(s) URL to --corpus-url / ${URL_ENV}") from None
+    except ValueError:  # urllib's message quotes the bad port, which may be a password: not shown
+        raise SqaError(f"{shown}: not a usable URL (the host or port cannot be read); give an http(s) URL to "
+                       f"--corpus-url / ${URL_ENV}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SqaError(f"{shown}: not an http(s) URL; give one to --corpus-url / ${URL_ENV}, or a file on disk "
                        "to --corpus")
@@ -235,20 +246,50 @@ def fetch_corpus(url: str | None = None, dest_dir: str | Path | None = None, nam
         lock.close()
 
 
+def part_sidecar(part: Path) -> Path:
+    """The record beside a ``.part`` (``NAME.part.json``: ``{"url": redacted URL, "size": total or
+    null}``), written before the first byte: a ``.part`` without one naming the same URL was not
+    written by this module and is never appended to or deleted."""
+    return part.with_name(part.name + ".json")
+
+
+def _write_sidecar(part: Path, shown: str, total: int | None) -> None:
+    side = part_sidecar(part)
+    tmp = side.with_name(side.name + ".tmp")
+    tmp.write_text(json.dumps({"url": shown, "size": total}) + "\n", encoding="utf-8")
+    os.replace(tmp, side)
+
+
+def _drop_part(part: Path) -> None:
+    """Delete a ``.part`` this module wrote (its sidecar names it) and the sidecar."""
+    part.unlink(missing_ok=True)
+    part_sidecar(part).unlink(missing_ok=True)
+
+
 def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on_progress, timeout: float,
                   retries: int, expected_sha256: str | None, expected_size: int | None) -> Path:
+    side = _record(part_sidecar(part))
+    if part.exists():
+        if not part.is_file() or side is None or side.get("url") is None:
+            raise SqaError(f"{part}: a partial file that sqa did not record (no {part_sidecar(part).name} beside it), "
+                           "so it is neither continued nor deleted; move it away, then run the same command again")
+        if side.get("url") != shown:
+            _drop_part(part)  # ours (recorded), but of another URL: its bytes cannot continue this one
     have = part.stat().st_size if part.is_file() else 0
     resumed_from = have
     h = _hash_file(part, have) if have else hashlib.sha256()
     total: int | None = None
     restarted = False
-    failures, received = 0, 0
+    # failures: connections lost in a row without getting past ``best``, the most bytes held so far
+    # (a server that ignores ranges and always hangs up half-way makes progress on every try, but
+    # never past its previous maximum, so it is bounded too)
+    failures, received, best = 0, 0, have
     last_error: BaseException | None = None
 
     def lost() -> SqaError:
-        return SqaError(f"{shown}: the connection was lost {failures} times in a row (last: "
-                        f"{type(last_error).__name__ if last_error else 'closed early'}); {have:,} bytes are kept in "
-                        f"{part}: run the same command again to resume")
+        return SqaError(f"{shown}: the connection was lost {failures} times in a row without getting past "
+                        f"{best:,} bytes (last: {type(last_error).__name__ if last_error else 'closed early'}); "
+                        f"{have:,} bytes are kept in {part}: run the same command again to resume")
 
     while total is None or have < total:
         if failures:
@@ -263,8 +304,8 @@ def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on
                 if m and int(m.group(1)) == have:
                     total = have  # the .part was complete already
                     break
-                part.unlink(missing_ok=True)  # ours, and longer than the server's file: invalid
-                have, h, restarted = 0, hashlib.sha256(), True
+                _drop_part(part)  # ours (its sidecar says so), and longer than the server's file: invalid
+                have, h, restarted, best = 0, hashlib.sha256(), True, 0
                 continue
             raise _net_error(url, e) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
@@ -291,6 +332,7 @@ def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on
             if expected_size is not None and total is not None and total != expected_size:
                 raise SqaError(f"{shown}: the server's file has {total:,} bytes, expected {expected_size:,}; check "
                                "the URL")
+            _write_sidecar(part, shown, total)  # before the first byte: the .part is recorded as ours
             with open(part, "r+b" if have and part.exists() else "wb") as f:
                 f.seek(have)
                 f.truncate()
@@ -310,7 +352,8 @@ def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on
                     h.update(b)
                     have += len(b)
                     received += len(b)
-                    failures = 0
+                    if have > best:  # past the previous maximum: progress, the count starts again
+                        best, failures = have, 0
                     if on_progress:
                         on_progress(FetchProgress("download", have, total, resumed_from, restarted))
         if total is None and not failures:
@@ -318,20 +361,21 @@ def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on
 
     size = part.stat().st_size
     if total is not None and size != total:
-        part.unlink()
+        _drop_part(part)
         raise SqaError(f"{shown}: downloaded {size:,} bytes, the server announced {total:,}; the partial file was "
                        "deleted, run the same command again to download it anew")
     digest = h.hexdigest()
     if expected_sha256 and digest != expected_sha256.lower():
-        part.unlink()
+        _drop_part(part)
         raise SqaError(f"{shown}: SHA-256 {digest} differs from the expected {expected_sha256}; the download was "
                        "deleted, run the same command again to download it anew")
     try:
         lines = verify_gzip(part, on_progress)
     except SqaError as e:
-        part.unlink()
+        _drop_part(part)
         raise SqaError(f"{e}; it was deleted, run the same command again to download it anew") from None
     os.replace(part, dest)
+    part_sidecar(part).unlink(missing_ok=True)
     tmp = record.with_suffix(".tmp")
     tmp.write_text(json.dumps({"url": shown, "size": size, "sha256": digest, "lines": lines,
                                "resumed_from": resumed_from, "restarted": restarted,

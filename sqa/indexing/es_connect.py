@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
-from sqa.redact import redact_url  # noqa: F401  (re-exported: elastic.py, download.py)
+from sqa.redact import redact_url, split_credentials  # noqa: F401  (redact_url re-exported: elastic.py)
 from sqa.types import SqaError
 
 DEFAULT_URL = "http://localhost:9200"
@@ -21,11 +21,12 @@ def check_url(url: str, var: str = "SQA_ES_URL") -> str:
     """``url`` if it is a usable Elasticsearch URL (``http(s)://host[:port][/path]``, port 1-65535),
     else SqaError naming it without credentials and showing the fix."""
     shown = redact_url(url)
+    bare, _, _ = split_credentials(url)  # a password may hold / # ? @ : (see sqa.redact)
     if "://" not in url:
         host = shown or "localhost:9200"
         raise SqaError(f"{var}={shown!r} has no scheme; write http://{host} (or https://{host} for TLS)")
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(bare)
         port = parts.port
     except ValueError:
         authority = shown.split("://", 1)[1].split("/", 1)[0]
@@ -56,18 +57,21 @@ def connect(url: str | None = None, request_timeout: float = 60.0, connections: 
 
     url = check_url(url or os.environ.get("SQA_ES_URL") or DEFAULT_URL)
     shown = redact_url(url)
+    bare, user, password = split_credentials(url)
     kwargs: dict = {"request_timeout": request_timeout, "connections_per_node": max(10, connections),
                     "retry_on_timeout": True, "max_retries": 3}
     if os.environ.get("SQA_ES_API_KEY"):
         kwargs["api_key"] = os.environ["SQA_ES_API_KEY"]
     elif os.environ.get("SQA_ES_PASSWORD"):
         kwargs["basic_auth"] = (os.environ.get("SQA_ES_USER") or "elastic", os.environ["SQA_ES_PASSWORD"])
+    elif user is not None:  # credentials in the URL: sent as basic auth, read whole (see sqa.redact)
+        kwargs["basic_auth"] = (user, password or "")
     if os.environ.get("SQA_ES_CA_CERTS"):
         kwargs["ca_certs"] = os.environ["SQA_ES_CA_CERTS"]
     try:
-        es = Elasticsearch(url, **kwargs)
+        es = Elasticsearch(bare, **kwargs)
     except ValueError as e:
-        reason = str(e).replace(url, shown)
+        reason = str(e).replace(url, shown).replace(bare, shown)
         raise SqaError(f"SQA_ES_URL={shown!r} is not a valid Elasticsearch URL ({reason}); use e.g. http://localhost:9200") from None
     try:
         info = es.options(request_timeout=10, max_retries=0).info()
