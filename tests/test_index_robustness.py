@@ -394,3 +394,19 @@ def test_an_evidence_id_twice_in_the_input_is_indexed_once_counted_and_reported(
             assert hits.count(eid) == 1
     finally:
         be.close()
+
+
+def test_fresh_keeps_a_file_that_only_looks_like_a_tantivy_segment(tmp_path):
+    # issue 34 item 2: any name matching tantivy's segment pattern was deleted, recorded or not
+    small = tmp_path / "c.jsonl"
+    small.write_text("\n".join(real_lines(30)) + "\n", encoding="utf-8")
+    d = tmp_path / "d"
+    assert run_sqa(["index", "--corpus", small, "--index-dir", d]).returncode == 0
+    mine = [d / "0123456789abcdef0123456789abcdef.store", d / "0123456789abcdef0123456789abcdef.7.del"]
+    for f in mine:
+        f.write_text("mine\n", encoding="utf-8")
+    r = run_sqa(["index", "--fresh", "--corpus", small, "--index-dir", d])
+    assert r.returncode == 0, r.stderr
+    assert all(f.read_text(encoding="utf-8") == "mine\n" for f in mine)
+    assert "kept 2 other entries" in r.stderr
+    assert read_manifest(d)["paragraph_count"] == 30

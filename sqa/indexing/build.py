@@ -109,8 +109,9 @@ def _json_file(path: Path):
 
 def index_files(index_dir: str | Path) -> tuple[list[Path], list[Path]]:
     """``(ours, others)``: the entries of ``index_dir`` that belong to an sqa index (its manifest,
-    checkpoint and lock, and the tantivy files of an index with sqa's ``evidence_id`` field) and
-    every other entry. An index is recognised by a manifest or checkpoint naming its backend and
+    checkpoint and lock, and the tantivy files of an index with sqa's ``evidence_id`` field that
+    tantivy recorded: listed in its ``.managed.json`` or of a segment its ``meta.json`` names; a
+    file that only looks like a segment file is another's) and every other entry. An index is recognised by a manifest or checkpoint naming its backend and
     corpus files, or by tantivy's ``meta.json`` with sqa's schema; without one, every entry counts
     as other (nothing is ours)."""
     d = Path(index_dir)
@@ -133,11 +134,17 @@ def index_files(index_dir: str | Path) -> tuple[list[Path], list[Path]]:
         return lock, [e for e in entries if e not in lock]  # a lock alone: what a build left before its first write
     managed = _json_file(d / ".managed.json") if tantivy_ok else None
     managed = set(managed) if isinstance(managed, list) and all(isinstance(x, str) for x in managed) else set()
+    # segments named by meta.json (its ids with dashes; files carry them without): recorded too
+    segments = {str(s.get("segment_id", "")).replace("-", "") for s in (meta.get("segments") or [])
+                if isinstance(s, dict)} if tantivy_ok else set()
     own = {MANIFEST, CHECKPOINT, MANIFEST + ".tmp", CHECKPOINT + ".tmp", LOCK}
     ours, others = [], []
     for e in entries:
         n = e.name
-        is_ours = n in own or (tantivy_ok and (n in _TANTIVY_FILES or n in managed or _SEGMENT_FILE.match(n)))
+        # only files recorded as the index's: a name that merely looks like a segment file is kept
+        seg = _SEGMENT_FILE.match(n)
+        is_ours = n in own or (tantivy_ok and (n in _TANTIVY_FILES or n in managed
+                                               or (seg is not None and n[:32] in segments)))
         (ours if is_ours and not e.is_dir() else others).append(e)
     return ours, others
 
