@@ -410,3 +410,17 @@ def test_fresh_keeps_a_file_that_only_looks_like_a_tantivy_segment(tmp_path):
     assert all(f.read_text(encoding="utf-8") == "mine\n" for f in mine)
     assert "kept 2 other entries" in r.stderr
     assert read_manifest(d)["paragraph_count"] == 30
+
+
+def test_a_damaged_index_store_is_one_line_naming_the_index(tmp_path):
+    # issue 34 (low): a corrupted store gave "ValueError: An IO error occurred ..." with no path
+    small = tmp_path / "c.jsonl"
+    small.write_text("\n".join(real_lines(30)) + "\n", encoding="utf-8")
+    d = tmp_path / "d"
+    assert run_sqa(["index", "--corpus", small, "--index-dir", d]).returncode == 0
+    for f in d.glob("*.store"):
+        b = bytearray(f.read_bytes())
+        b[10:200] = bytes(190)
+        f.write_bytes(bytes(b))
+    line = one_error_line(run_sqa(["search", "church history", "--index-dir", d]))
+    assert f"{d}: cannot search the index" in line and f"sqa index --fresh --index-dir {d}" in line

@@ -111,8 +111,7 @@ class TantivyBackend:
             else:
                 self.index = tantivy.Index(_schema(), path=str(self.index_dir), reuse=True)
         except (OSError, ValueError) as e:
-            raise SqaError(f"{self.index_dir}: cannot open the tantivy index ({e}); rebuild it with "
-                           f"`sqa index --fresh --index-dir {self.index_dir}`") from None
+            raise self._read_error(e, "open the tantivy index") from None
         self._analyzer = analyzer()
         self.index.register_tokenizer(ANALYZER, self._analyzer)
         self._writer = None
@@ -122,6 +121,20 @@ class TantivyBackend:
         self._base_docs: int | None = None  # paragraphs committed before this object first wrote
         self._ours: list[np.ndarray] = []  # per commit of this object: sorted hash() of its evidence IDs
         self.upsert = False
+
+    def _read_error(self, e: Exception, what: str) -> SqaError:
+        """One line for an index that cannot be read: a permission problem says so (the index may
+        be intact: ``--fresh`` would delete it), a damaged one names the directory and the rebuild."""
+        msg = " ".join(str(e).split())
+        unreadable = [p for p in [self.index_dir, *self.index_dir.iterdir()] if not os.access(p, os.R_OK)] \
+            if os.access(self.index_dir, os.R_OK | os.X_OK) else [self.index_dir]
+        if unreadable or "Permission denied" in msg or "os error 13" in msg:
+            shown = unreadable[0] if unreadable else self.index_dir
+            return SqaError(f"{shown}: cannot {what}: permission denied; the index may be intact, so give this user "
+                            "read access (or use another --index-dir); do not rebuild it")
+        return SqaError(f"{self.index_dir}: cannot {what} ({type(e).__name__}: {msg}); its files are damaged: "
+                        f"rebuild it with `sqa index --fresh --index-dir {self.index_dir}` (deletes only the index's "
+                        "own files)")
 
     def _fail(self, e: Exception, what: str) -> SqaError:
         msg = str(e)
@@ -281,23 +294,31 @@ class TantivyBackend:
             clauses += [(should, Q.boost_query(Q.term_query(schema, "title", t, index_option="freq"), title_boost))
                         for t in tokens]
         q = Q.boolean_query(clauses)
-        searcher = self.index.searcher()
-        result = searcher.search(q, k, count=False)
-        return [Hit(paragraph=self._to_paragraph(searcher.doc(addr)), score=float(score), rank=i)
-                for i, (score, addr) in enumerate(result.hits, start=1)]
+        try:
+            searcher = self.index.searcher()
+            result = searcher.search(q, k, count=False)
+            return [Hit(paragraph=self._to_paragraph(searcher.doc(addr)), score=float(score), rank=i)
+                    for i, (score, addr) in enumerate(result.hits, start=1)]
+        except (OSError, ValueError, RuntimeError) as e:  # a damaged segment file
+            raise self._read_error(e, "search the index") from None
 
     def count(self) -> int:
         self.index.reload()
         return self.index.searcher().num_docs
 
     def get(self, ids: Sequence[str]) -> list[Paragraph]:
-        searcher = self.index.searcher()
+        """The paragraphs with these evidence IDs (missing ones left out). Raises SqaError naming
+        the index when its files cannot be read."""
         out = []
-        for eid in ids:
-            q = tantivy.Query.term_query(self.index.schema, "evidence_id", eid)
-            res = searcher.search(q, 1, count=False)
-            if res.hits:
-                out.append(self._to_paragraph(searcher.doc(res.hits[0][1])))
+        try:
+            searcher = self.index.searcher()
+            for eid in ids:
+                q = tantivy.Query.term_query(self.index.schema, "evidence_id", eid)
+                res = searcher.search(q, 1, count=False)
+                if res.hits:
+                    out.append(self._to_paragraph(searcher.doc(res.hits[0][1])))
+        except (OSError, ValueError, RuntimeError) as e:  # a damaged segment file
+            raise self._read_error(e, "read the index") from None
         return out
 
     def close(self) -> None:
