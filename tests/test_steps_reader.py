@@ -193,7 +193,7 @@ def test_assemble_gguf_joins_parts_verifies_hash_and_is_atomic(tmp_path):
     bad = GgufSpec("t2", "t2.gguf", "sqa_test_part", 3, len(whole), "0" * 64, "x-part")
     with pytest.raises(SqaError, match="sha256"):
         assemble_gguf(bad, tmp_path / "cache")
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["t.gguf"]  # no partial file left
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".t.gguf.verified.json", "t.gguf"]  # no partial file left
     missing = GgufSpec("t3", "t3.gguf", "sqa_test_nonexistent_part", 2, 1, "0" * 64, "x-part")
     with pytest.raises(SqaError, match="not installed"):
         assemble_gguf(missing, tmp_path / "cache")

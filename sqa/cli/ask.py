@@ -74,7 +74,7 @@ def ask_command(
         result = pipe.reader.answer_batch([Question(qid="", question=question)], decomposition=decomposition)[0]
     result.qid = None
     if as_json:
-        typer.echo(json.dumps(result.to_ask_json(), ensure_ascii=False, indent=1))
+        typer.echo(_json_text(result.to_ask_json(), model))
         return
     ids = [s.evidence[0] for s in result.steps if s.evidence] + result.paragraphs[:1]
     paras = {}
@@ -113,6 +113,17 @@ def reject_unused_flags(reader: str, decomposition: Optional[str], steps: bool, 
         raise SqaError("--head goes with the facts reader; the steps reader has no answer head")
 
 
+def _json_text(obj: dict, model: str) -> str:
+    """``obj`` as JSON text that any parser reads: a NaN or infinity (which ``json.dumps`` would
+    print as the invalid ``NaN``) raises SqaError naming the model instead."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, indent=1, allow_nan=False)
+    except ValueError:
+        raise SqaError(f"model {model}: the answer holds a value that is not a number (NaN/inf), so no JSON is printed; "
+                       "the model file is likely damaged (a built-in model is re-checked and re-assembled on the next "
+                       "run; delete a .gguf of your own and download it again)") from None
+
+
 def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: bool, head, index_dir,
                backend: str, err: Console) -> None:
     """``sqa ask`` with the facts reader: facts (with their sources) and the head's answer; with
@@ -144,7 +155,7 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
         obj = result.to_ask_json()
         for d, facts in zip(obj["decomposition"], step_facts):
             d["facts"] = [f.to_dict() for f in facts]
-        typer.echo(json.dumps(obj, ensure_ascii=False, indent=1))
+        typer.echo(_json_text(obj, model))
         return
     tree = Tree(f"[bold]{escape(result.question)}[/bold]")
     if result.steps:

@@ -63,4 +63,7 @@ def choose_preset(preset: Optional[str], reader: Optional[str], retrieval: Optio
         raise SqaError(f"--reader {reader!r}: use facts or steps")
     if oracle is not None and reader != "facts":
         raise SqaError("--oracle goes with --reader facts")
+    if oracle is not None and retrieval is False:
+        raise SqaError(f"--oracle {oracle} and --no-retrieval disagree: the oracle's annotations are read by the "
+                       "facts head, which --no-retrieval replaces by the no-retrieval head; give one of them")
     return replace(base, name="", reader=reader, retrieval=retrieval, oracle=oracle, run="", summary="")

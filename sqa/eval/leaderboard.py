@@ -106,7 +106,7 @@ def score_predictions(predictions: dict[str, dict], questions: Sequence[Question
     missing = [qid for qid in gold if qid not in predictions]
     if missing and not allow_missing:
         raise SqaError(f"{source}: no prediction for {len(missing)} of {len(gold)} questions, e.g. {missing[0]!r}; "
-                       "finish the run or score with allow_missing")
+                       "finish the run or score with `sqa eval score --allow-missing`")
     scored = [gold[qid] for qid in gold if qid in predictions]
     if any(q.answer is None for q in scored):
         raise SqaError(f"{source}: the gold questions have no labels (test split?); only the official leaderboard scores them")

@@ -95,7 +95,8 @@ class TraceLog:
         if self._f is None:
             raise RuntimeError("TraceLog.append outside `with`")
         for rec in records:
-            self._f.write((json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
+            # allow_nan=False: a NaN would make the line invalid JSON, refused on every resume
+            self._f.write((json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8"))
         self._f.flush()
         os.fsync(self._f.fileno())
 

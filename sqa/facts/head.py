@@ -111,6 +111,29 @@ class AnswerHead:
     model: str
     model_sha256: str | None
     provenance: dict = field(default_factory=dict)
+    source: str | None = field(default=None, compare=False)  # the file it was loaded from (for messages)
+
+    @property
+    def shown(self) -> str:
+        """How messages name this head: its file, else its model."""
+        return f"answer head {self.source}" if self.source else f"the answer head for {self.model}"
+
+    def expected_size(self, hidden_size: int) -> int:
+        """The number of coefficients this head needs for a model with hidden states of
+        ``hidden_size`` floats."""
+        return len(self.spec.states) * hidden_size + len(self.spec.log_odds) + len(self.spec.scalars)
+
+    def check_size(self, hidden_size: int | None, model_name: str) -> None:
+        """Raise SqaError (naming the head and the model) unless ``coef`` fits a model whose hidden
+        states have ``hidden_size`` floats (None: unknown, not checked). Called before any question
+        is read."""
+        if hidden_size is None:
+            return
+        want = self.expected_size(int(hidden_size))
+        if want != len(self.coef):
+            raise SqaError(f"{self.shown}: has {len(self.coef):,} coefficients, but model {model_name} (hidden size "
+                           f"{hidden_size:,}) with features {self.spec.name} needs {want:,}; the head was trained for "
+                           f"another model: train one with `sqa train-head --model {model_name}` and pass it with --head")
 
     def p_yes(self, x: np.ndarray) -> float:
         """P(yes) for one feature vector (shape (d,)) or an array for a matrix (n, d)."""
@@ -142,17 +165,97 @@ class AnswerHead:
 
     @classmethod
     def load(cls, path: str | Path) -> "AnswerHead":
+        """Read and validate a head file (``save``'s format). Raises SqaError naming the file and
+        the field for a missing file, a file that is not JSON, not an object, of another format,
+        or with a field of the wrong type: ``model`` (text), ``model_sha256`` (64 hex or null),
+        ``spec`` (``states``/``log_odds`` lists of read-out names "plain"/"fN", ``scalars`` from
+        ``SCALARS``), ``coef`` (a non-empty list of finite numbers whose count fits the spec),
+        ``intercept`` (a finite number), ``provenance`` (an object; its ``facts`` an object of
+        numbers)."""
         path = Path(path)
         try:
             obj = json.loads(path.read_text(encoding="utf-8"))
-            if obj.get("format") != "sqa-answer-head/1":
-                raise ValueError("not an sqa answer head (format)")
-            return cls(FeatureSpec.from_dict(obj["spec"]), np.asarray(obj["coef"], dtype=np.float32),
-                       float(obj["intercept"]), obj["model"], obj.get("model_sha256"), obj.get("provenance", {}))
         except FileNotFoundError:
             raise SqaError(f"{path}: answer head file not found; train one with `sqa train-head`") from None
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SqaError(f"{path}: not a readable answer head ({e}); re-create it with `sqa train-head`") from None
+        except IsADirectoryError:
+            raise SqaError(f"{path}: is a directory, not an answer head file") from None
+        except (OSError, ValueError) as e:
+            where = f"{path}:{e.lineno}" if isinstance(e, json.JSONDecodeError) else str(path)
+            raise SqaError(f"{where}: not a readable answer head ({type(e).__name__}); re-create it with "
+                           "`sqa train-head`") from None
+        problem = _head_problem(obj)
+        if problem:
+            raise SqaError(f"{path}: not a readable answer head: {problem}; re-create it with `sqa train-head`")
+        return cls(FeatureSpec.from_dict(obj["spec"]), np.asarray(obj["coef"], dtype=np.float32),
+                   float(obj["intercept"]), obj["model"], obj.get("model_sha256"), obj.get("provenance") or {},
+                   source=str(path))
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _head_problem(obj) -> str | None:
+    """What is wrong with a parsed head file (the field and what it should be), or None."""
+    import re
+
+    if not isinstance(obj, dict):
+        return f"the file holds a JSON {type(obj).__name__}, not an object"
+    if obj.get("format") != "sqa-answer-head/1":
+        return f"format is {obj.get('format')!r}, not 'sqa-answer-head/1'"
+    if not isinstance(obj.get("model"), str) or not obj["model"]:
+        return "field 'model' must be the model's name (text)"
+    sha = obj.get("model_sha256")
+    if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
+        return "field 'model_sha256' must be 64 hex digits or null"
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return "field 'spec' must be an object with states, log_odds and scalars"
+    for key in ("states", "log_odds", "scalars"):
+        v = spec.get(key, [] if key == "scalars" else None)
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            return f"field 'spec.{key}' must be a list of names"
+        if key == "scalars":
+            bad = [x for x in v if x not in SCALARS]
+        else:
+            bad = [x for x in v if not re.fullmatch(r"plain|f[1-9][0-9]*", x)]
+        if bad:
+            return f"field 'spec.{key}' has unknown name {bad[0]!r}"
+    coef = obj.get("coef")
+    if not isinstance(coef, list) or not coef:
+        return "field 'coef' must be a non-empty list of numbers"
+    bad = next((i for i, c in enumerate(coef) if not _finite(c)), None)
+    if bad is not None:
+        return f"field 'coef' entry {bad} is {coef[bad]!r}, not a finite number"
+    if not _finite(obj.get("intercept")):
+        return f"field 'intercept' is {obj.get('intercept')!r}, not a finite number"
+    fixed = len(spec["log_odds"]) + len(spec.get("scalars", []))
+    n_states = len(spec["states"])
+    rest = len(coef) - fixed
+    if rest < 0 or (n_states and (rest == 0 or rest % n_states)) or (not n_states and rest):
+        return (f"field 'coef' has {len(coef):,} numbers, which does not fit spec {spec['states']} + "
+                f"{len(spec['log_odds'])} log-odds + {len(spec.get('scalars', []))} scalars")
+    from sqa.models.registry import MODELS
+
+    own = MODELS.get(obj["model"])
+    if own is not None and own.hidden_size and n_states and rest != n_states * own.hidden_size:
+        return (f"field 'coef' has {len(coef):,} numbers, but its model {obj['model']} with these features needs "
+                f"{n_states * own.hidden_size + fixed:,}")
+    prov = obj.get("provenance", {})
+    if prov is None:
+        prov = {}
+    if not isinstance(prov, dict):
+        return "field 'provenance' must be an object"
+    facts = prov.get("facts", {})
+    if not isinstance(facts, dict):
+        return "field 'provenance.facts' must be an object"
+    for key in ("wiki", "train", "k", "max_words", "sentence_paragraphs", "step_facts"):
+        v = facts.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            return f"field 'provenance.facts.{key}' is {v!r}, not a whole number"
+    if facts.get("scorer") is not None and not isinstance(facts["scorer"], str):
+        return f"field 'provenance.facts.scorer' is {facts['scorer']!r}, not text"
+    return None
 
 
 def shipped_head_path(model_name: str, kind: str = "facts") -> Path:

@@ -17,6 +17,8 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
+
 from sqa.facts.features import FactSelector, FactSettings, question_features, read_done
 from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
 from sqa.facts.head import AnswerHead, feature_vector, scalar_features
@@ -52,6 +54,7 @@ class FactsReader:
         if head.spec.uses_facts and retriever is None and oracle is None:
             raise SqaError("this answer head reads facts, so it needs retrieval; use the no-retrieval head "
                            "(--no-retrieval picks it) or pass --head")
+        head.check_size(getattr(model, "hidden_size", None), getattr(model, "name", "") or "this model")
         self.model = model
         self.head = head
         self.retriever = retriever
@@ -91,7 +94,17 @@ class FactsReader:
 
     def answer_features(self, q: Question, qf: QuestionFeatures) -> ReasoningResult:
         x = feature_vector(self.head.spec, qf.states, qf.log_odds, scalar_features(qf))
+        if x.shape != self.head.coef.shape:
+            raise SqaError(f"{self.head.shown}: has {len(self.head.coef):,} coefficients but question {q.qid or q.question!r} "
+                           f"gave {x.size:,} features; the head was trained for another model or features file")
+        if not np.all(np.isfinite(x)):
+            raise SqaError(f"model {getattr(self.model, 'name', '')}: its read-outs for question {q.qid or q.question!r} "
+                           "are not numbers (NaN/inf); its file is damaged (a registry model is re-checked and "
+                           "re-assembled on the next run; delete a .gguf of your own and download it again)")
         p = float(self.head.p_yes(x))
+        if not math.isfinite(p):
+            raise SqaError(f"{self.head.shown}: P(yes) is not a number for question {q.qid or q.question!r}; "
+                           "re-create the head with `sqa train-head`")
         last = f"f{len(qf.facts)}" if qf.facts else None
         signals = {"plain": _sigmoid(qf.log_odds["plain"])} if "plain" in qf.log_odds else {}
         if last and last in qf.log_odds and (self.head.spec.uses_facts or self.oracle):
@@ -140,12 +153,19 @@ def head_for(model_name: str, kind: str, path: str | Path | None = None) -> Answ
     from sqa.paths import sqa_home
     from sqa.facts.head import shipped_head_path
 
+    from sqa.models.registry import MODELS
+
+    size = MODELS[model_name].hidden_size if model_name in MODELS else None
     if path:
-        return AnswerHead.load(path)
+        head = AnswerHead.load(path)
+        head.check_size(size, model_name)  # before any model loads
+        return head
     safe = Path(model_name).name
     for cand in (sqa_home() / "heads" / f"{safe}.{kind}.json", shipped_head_path(safe, kind)):
         if cand.exists():
-            return AnswerHead.load(cand)
+            head = AnswerHead.load(cand)
+            head.check_size(size, model_name)
+            return head
     raise SqaError(f"no trained answer head ({kind}) for model {model_name}; train one with "
                    f"`sqa train-head --model {model_name}` (or use --reader steps)")
 

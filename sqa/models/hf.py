@@ -54,6 +54,7 @@ class HFModel:
             raise SqaError(f"--model {model}: cannot load this Hugging Face checkpoint ({first}); pass a local "
                            "directory, a reachable hub name, a .gguf file or one of the built-in model names") from None
         self.model.eval()
+        self.hidden_size = getattr(self.model.config, "hidden_size", None)  # answer heads are checked against it
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token

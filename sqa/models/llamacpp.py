@@ -62,8 +62,11 @@ class LlamaCppModel:
         try:
             self.model = _model_class(L)(str(self.path), mp)
         except Exception as e:  # llama.cpp returns NULL for a bad file
-            raise SqaError(f"{self.path}: llama.cpp could not load this GGUF file ({e}); re-create it or pick another --model") from None
+            raise SqaError(f"{self.path}: llama.cpp could not load this GGUF file ({e}); it is damaged or not a GGUF "
+                           "model: delete it and download it again (a built-in model is re-assembled from its wheels "
+                           "when its file is deleted), or pick another --model") from None
         self.vocab = self.model.get_vocab()
+        self.hidden_size = int(self.model.n_embd)  # floats per hidden state (answer heads are checked against it)
         n_threads = n_threads or len(os.sched_getaffinity(0))
         cp = L.LlamaContextParams()
         cp.n_ctx = n_ctx
@@ -253,7 +256,8 @@ class LlamaCppModel:
         fixed heads (6 demonstrations each) is most of it (17.3 s of the first question against
         4.8 s for the next ones in bench/results/ask.json). The file name is the sha256 of the
         model file's name, size and mtime, the context size and the tokens, so a changed model or
-        head is read anew. A cache file that cannot be read or written is ignored (read anew)."""
+        head is read anew. A cache entry that cannot be read (torn, flipped bytes: the zip's CRC) is
+        deleted with one warning line and rebuilt; one that cannot be written is skipped."""
         import hashlib
 
         cache_dir = Path(cache_dir)
@@ -273,12 +277,16 @@ class LlamaCppModel:
                     with np.load(f, allow_pickle=False) as z:
                         if z["tokens"].tolist() != tokens:
                             raise ValueError("other tokens")
-                        self.ctx.set_state_seq_data(z["state"].tobytes(), slot)
+                        state = z["state"]
+                        if state.dtype != np.uint8 or state.ndim != 1:
+                            raise ValueError("not a saved state")
+                        self.ctx.set_state_seq_data(state.tobytes(), slot)
                     self._slots[slot].extend(tokens)
                     done.append("loaded")
                     continue
-                except (OSError, ValueError, KeyError, RuntimeError, EOFError):
+                except Exception as e:  # noqa: BLE001  any unreadable entry (BadZipFile, CRC, zlib, ...) is dropped
                     self.ctx.memory_seq_rm(slot, 0, -1)
+                    _drop_cache_entry(f, e)
             self._ensure_room(len(tokens), keep=slot)
             self._decode(tokens, 0, slot)
             self._slots[slot].extend(tokens)
@@ -342,6 +350,21 @@ class ThreadTuner:
         self.seen[choice] = self.seen.get(choice, 0) + 1
         old = self.ema.get(choice)
         self.ema[choice] = seconds if old is None else (1 - self.alpha) * old + self.alpha * seconds
+
+
+def _drop_cache_entry(path: Path, e: BaseException) -> None:
+    """Delete an unreadable KV-cache entry (sqa's own file in ``$SQA_HOME/cache``) and say so in
+    one warning line; the caller reads the text anew and writes the entry again."""
+    import warnings
+
+    from sqa.types import SqaWarning
+
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    warnings.warn(f"{path}: unreadable KV-cache entry ({type(e).__name__}) dropped; it is rebuilt", SqaWarning,
+                  stacklevel=3)
 
 
 def _model_class(L):

