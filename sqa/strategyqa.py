@@ -94,13 +94,64 @@ def load_questions(split: str = "dev") -> list[Question]:
     raise SqaError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
 
 
-def load_dataset_file(path: str | Path) -> list[Question]:
+# the longest StrategyQA question (train + test) has 135 characters; a question past this cannot
+# be a StrategyQA-style question and would overflow the reader's prompt (4,096 tokens, 6 demos)
+MAX_QUESTION_CHARS = 1_000
+
+
+def _strings(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _evidence_ok(v) -> bool:
+    """StrategyQA's evidence annotation: annotators -> steps -> items, each item a list of evidence
+    IDs or a tag ("operation", "no_evidence")."""
+    return isinstance(v, list) and all(
+        isinstance(ann, list) and all(isinstance(step, list) and all(isinstance(x, str) or _strings(x) for x in step)
+                                      for step in ann) for ann in v)
+
+
+def entry_problem(d) -> str | None:
+    """What is wrong with one dataset entry (the field and what it must be), or None. Checked:
+    ``qid`` and ``question`` non-empty strings (the question at most ``MAX_QUESTION_CHARS``),
+    ``answer`` true/false/null, ``facts`` and ``decomposition`` lists of strings, ``evidence`` in
+    StrategyQA's nested form, ``term`` and ``description`` strings (a string where a list is
+    expected would be split into characters, so it is refused too)."""
+    if not isinstance(d, dict):
+        return f"is a JSON {type(d).__name__}, not an object with qid and question"
+    if not isinstance(d.get("qid"), str) or not d["qid"].strip():
+        return "field 'qid' must be a non-empty string"
+    if not isinstance(d.get("question"), str) or not d["question"].strip():
+        return "field 'question' must be a non-empty string"
+    if len(d["question"]) > MAX_QUESTION_CHARS:
+        return (f"field 'question' has {len(d['question']):,} characters, more than the {MAX_QUESTION_CHARS:,} "
+                "a reader prompt takes")
+    if d.get("answer") is not None and not isinstance(d["answer"], bool):
+        return f"field 'answer' must be true, false or absent, got {d['answer']!r:.40}"
+    for key in ("facts", "decomposition"):
+        if d.get(key) is not None and not _strings(d[key]):
+            return f"field '{key}' must be a list of strings, got {json.dumps(d[key])[:60]}"
+    if d.get("evidence") is not None and not _evidence_ok(d["evidence"]):
+        return ("field 'evidence' must be StrategyQA's annotation (a list per annotator of a list per step of "
+                f"evidence-ID lists or tags), got {json.dumps(d['evidence'])[:60]}")
+    for key in ("term", "description"):
+        if d.get(key) is not None and not isinstance(d[key], str):
+            return f"field '{key}' must be a string, got {json.dumps(d[key])[:40]}"
+    return None
+
+
+def load_dataset_file(path: str | Path, strict: bool = False, skipped: list | None = None) -> list[Question]:
     """Questions from any file in StrategyQA's format: a JSON list of objects (or ``.json.xz`` /
     ``.json.gz``), a JSON-lines file (``.jsonl``), or a local dataset directory read with
     ``datasets.load_dataset`` (its first split). Each object needs ``qid`` and ``question``;
     ``answer`` (bool), ``facts``, ``decomposition``, ``evidence`` and ``term`` are optional, so
     unlabelled files give predictions only and Recall@10 / SARI are scored only where evidence /
-    steps are annotated. Raises SqaError naming the file and the entry for anything else."""
+    steps are annotated (each field is type-checked: ``entry_problem``).
+
+    A bad entry (wrong type, missing field, a question over ``MAX_QUESTION_CHARS``, a repeated
+    qid) is skipped and ``(entry number, qid or None, problem)`` appended to ``skipped``; with
+    ``strict`` it raises SqaError naming the file, entry and field instead. Raises SqaError for a
+    file that cannot be read or holds no usable question."""
     path = Path(path)
     if path.is_dir():
         try:
@@ -136,20 +187,23 @@ def load_dataset_file(path: str | Path) -> list[Question]:
     if not isinstance(rows, list) or not rows:
         raise SqaError(f"{path}: expected a non-empty list of questions (objects with qid and question)")
     out, seen = [], set()
+    skipped = skipped if skipped is not None else []
     for i, d in enumerate(rows):
-        where = f"{path}: entry {i + 1}"
-        if not isinstance(d, dict) or not isinstance(d.get("qid"), str) or not isinstance(d.get("question"), str) \
-                or not d["question"].strip() or not d["qid"].strip():
-            raise SqaError(f"{where}: needs a string qid and a non-empty string question")
-        if d.get("answer") is not None and not isinstance(d["answer"], bool):
-            raise SqaError(f"{where} ({d['qid']}): answer must be true, false or absent, got {d['answer']!r}")
-        if d["qid"] in seen:
-            raise SqaError(f"{where}: qid {d['qid']!r} appears twice")
+        problem = entry_problem(d)
+        if problem is None and d["qid"] in seen:
+            problem = f"qid {d['qid']!r} appears twice (the first is kept)"
+        if problem is not None:
+            qid = d.get("qid") if isinstance(d, dict) and isinstance(d.get("qid"), str) else None
+            if strict:
+                raise SqaError(f"{path}: entry {i + 1}{f' ({qid})' if qid else ''}: {problem} (--strict)")
+            skipped.append((i + 1, qid, problem))
+            continue
         seen.add(d["qid"])
-        try:
-            out.append(_question(d))
-        except (TypeError, ValueError) as e:
-            raise SqaError(f"{where} ({d['qid']}): malformed field ({e})") from None
+        out.append(_question(d))
+    if not out:
+        first = skipped[0] if skipped else None
+        raise SqaError(f"{path}: none of its {len(rows):,} entries is a usable question"
+                       + (f" (entry {first[0]}: {first[2]})" if first else ""))
     return out
 
 

@@ -80,7 +80,7 @@ def metrics_table(metrics: dict, title: str) -> Table:
 @eval_app.callback(invoke_without_command=True)
 def eval_command(
     ctx: typer.Context,
-    split: Annotated[str, typer.Option("--split", help=SPLIT_HELP)] = "dev",
+    split: Annotated[Optional[str], typer.Option("--split", help=SPLIT_HELP + " Default: dev.", show_default=False)] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N questions of the split.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default: ./runs/eval/SPLIT-DECOMPOSITION-MODEL). "
                                                 "The same directory resumes the run.", show_default=False)] = None,
@@ -113,6 +113,8 @@ def eval_command(
                                                       show_default=False)] = None,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
+    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first bad --dataset entry instead of skipping "
+                                         "and counting it.")] = False,
 ) -> None:
     """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out."""
     if ctx.invoked_subcommand is not None:
@@ -126,10 +128,19 @@ def eval_command(
     model = model or DEFAULT_MODEL
     decomposition = decomposition or chosen.decomposition
     dataset_id, dataset_questions = "", None
+    if dataset is not None and split is not None:
+        raise SqaError(f"give either --split {split} or --dataset {dataset}, not both")
+    split = split or "dev"
+    if features_cache is not None:  # checked line by line before any model loads
+        from sqa.facts.reader import check_features_file
+
+        check_features_file(features_cache)
     if dataset is not None:
         from sqa.strategyqa import load_dataset_file
 
-        dataset_questions = load_dataset_file(dataset)
+        skipped: list = []
+        dataset_questions = load_dataset_file(dataset, strict=strict, skipped=skipped)
+        _warn_skipped(dataset, skipped, len(dataset_questions))
         split = "custom"
         dataset_id = f"{dataset.name}:{_digest(dataset)}"
     idx = resolve_index_dir(index_dir)
@@ -176,6 +187,20 @@ def eval_command(
                f"({', '.join(p.name for p in summary.files)})")
     if summary.interrupted:
         raise KeyboardInterrupt
+
+
+def _warn_skipped(path: Path, skipped: list, kept: int, show: int = 5) -> None:
+    """One warning line per skipped dataset entry (the first ``show``), then one with the count."""
+    import warnings
+
+    from sqa.types import SqaWarning
+
+    for n, qid, problem in skipped[:show]:
+        warnings.warn(f"{path}: entry {n}{f' ({qid})' if qid else ''} skipped: {problem}", SqaWarning, stacklevel=2)
+    if skipped:
+        more = f" ({len(skipped) - show:,} more not shown)" if len(skipped) > show else ""
+        warnings.warn(f"{path}: {len(skipped):,} bad entries skipped{more}, {kept:,} questions kept; --strict stops "
+                      "at the first", SqaWarning, stacklevel=2)
 
 
 def _infer_split(qids: list[str]) -> str:

@@ -146,8 +146,14 @@ def run_eval(
                             if on_progress:
                                 on_progress(stats)
 
-                        results = reader.answer_batch(batch, decomposition=options.decomposition,
-                                                        on_result=on_result)
+                        try:
+                            results = reader.answer_batch(batch, decomposition=options.decomposition,
+                                                            on_result=on_result)
+                        except SqaError as e:  # name the question being worked on
+                            at = batch[min(len(written), len(batch) - 1)].qid
+                            if at and at not in str(e):
+                                raise SqaError(f"question {at}: {e}") from None
+                            raise
                         if len(results) != len(batch) or len(written) != len(batch):
                             raise SqaError(f"the reader returned {len(results)} results ({len(written)} reported) "
                                            f"for a batch of {len(batch)} questions (first qid {batch[0].qid}); "

@@ -69,6 +69,8 @@ class FactsReader:
 
             self.decomposer = Decomposer(model, encode=self.selector.step_encode, require_minilm=True,
                                          cache_dir=prefix_cache)
+        if features_cache:
+            check_features_file(features_cache)  # one line naming file, line and field, not a KeyError later
         self._cache = read_done(Path(features_cache)) if features_cache else {}
         warm = getattr(model, "warm_prefixes", None)
         if prefix_cache is not None and warm is not None:
@@ -145,6 +147,92 @@ class FactsReader:
 
     def answer(self, question: str, qid: str | None = None) -> ReasoningResult:
         return self.answer_batch([Question(qid=qid or "", question=question)])[0]
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def features_record_problem(rec) -> str | None:
+    """What is wrong with one parsed features record (``QuestionFeatures.to_dict``), naming the
+    field, or None: ``qid``/``question`` strings, ``states`` base64 float16 vectors of finite
+    values, ``log_odds``/``seconds`` finite numbers by name, ``facts`` objects with text, source and
+    a numeric score, ``paragraphs`` strings, ``paragraph_scores`` numbers, ``label`` true/false/null,
+    ``steps`` strings."""
+    import base64
+    import binascii
+
+    if not isinstance(rec, dict):
+        return f"a JSON {type(rec).__name__}, not a features record (object)"
+    for key in ("qid", "question"):
+        if not isinstance(rec.get(key), str):
+            return f"field '{key}' must be a string"
+    states = rec.get("states", {})
+    if not isinstance(states, dict):
+        return "field 'states' must be an object of encoded vectors"
+    for name, v in states.items():
+        try:
+            raw = base64.b64decode(v, validate=True) if isinstance(v, str) else None
+        except (binascii.Error, ValueError):
+            raw = None
+        if raw is None or not raw or len(raw) % 2:
+            return f"field 'states.{name}' is not a base64 float16 vector"
+        if not np.all(np.isfinite(np.frombuffer(raw, dtype="<f2"))):
+            return f"field 'states.{name}' holds values that are not numbers (NaN/inf)"
+    for key in ("log_odds", "seconds"):
+        d = rec.get(key, {})
+        if not isinstance(d, dict) or not all(_num(x) for x in d.values()):
+            return f"field '{key}' must be an object of finite numbers"
+    facts = rec.get("facts", [])
+    if not isinstance(facts, list):
+        return "field 'facts' must be a list"
+    for i, f in enumerate(facts):
+        if not (isinstance(f, dict) and isinstance(f.get("text"), str) and isinstance(f.get("source"), str)
+                and "ref" in f and _num(f.get("score"))):
+            return f"field 'facts' entry {i} must be an object with text, source, ref and a numeric score"
+    for key, ok in (("paragraphs", lambda x: isinstance(x, str)), ("paragraph_scores", _num),
+                    ("steps", lambda x: isinstance(x, str))):
+        v = rec.get(key, [])
+        if not isinstance(v, list) or not all(ok(x) for x in v):
+            return f"field '{key}' must be a list of {'numbers' if key == 'paragraph_scores' else 'strings'}"
+    if rec.get("label") is not None and not isinstance(rec["label"], bool):
+        return "field 'label' must be true, false or null"
+    return None
+
+
+def check_features_file(path: str | Path) -> int:
+    """Validate a ``--features-cache`` file before any model loads; returns its record count.
+    A torn last line (no newline: a killed writer) is ignored, as the readers do. Raises SqaError
+    naming the file, line and field for a missing or unreadable file, a complete line that is not
+    JSON, or a record of the wrong shape (``features_record_problem``)."""
+    import json
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SqaError(f"{path}: --features-cache file not found; give a features file written by `sqa train-head`, "
+                       "or leave the option out") from None
+    except IsADirectoryError:
+        raise SqaError(f"{path}: --features-cache is a directory; give one features file (e.g. DIR/train-2061.jsonl)") \
+            from None
+    n = 0
+    for lineno, line in enumerate(data.splitlines(keepends=True), start=1):
+        if not line.endswith(b"\n"):
+            break  # a torn last line
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            raise SqaError(f"{path}:{lineno}: not a JSON line ({type(e).__name__}); this is not a features file of "
+                           "`sqa train-head`, or the line is damaged") from None
+        problem = features_record_problem(rec)
+        if problem:
+            raise SqaError(f"{path}:{lineno}: not a features record: {problem}; give a features file of "
+                           "`sqa train-head`, or leave out --features-cache")
+        n += 1
+    return n
 
 
 def head_for(model_name: str, kind: str, path: str | Path | None = None) -> AnswerHead:

@@ -213,7 +213,9 @@ def assemble_gguf(spec: GgufSpec, cache_dir: Path | None = None) -> Path:
 
 def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
     """The GGUF file for a registry name or a ``.gguf`` path; None when ``model`` is neither (then
-    it is taken as a Hugging Face name/path). Raises SqaError for a ``.gguf`` path that is missing."""
+    it is taken as a Hugging Face name/path). Raises SqaError for a ``.gguf`` path that is missing,
+    and for a name with no ``/`` that is no file or directory either (a typo of a built-in name;
+    Hugging Face names are ``owner/name``)."""
     if model in MODELS:
         return assemble_gguf(MODELS[model], cache_dir)
     if model.lower().endswith(".gguf"):
@@ -221,6 +223,14 @@ def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
         if not p.is_file():
             raise SqaError(f"{p}: GGUF model file not found; pass an existing .gguf file or one of {', '.join(MODELS)}")
         return p
+    if "/" not in model and not Path(model).expanduser().exists():
+        # not a built-in name, a file or a directory, and no hub owner: a typo (asking the hub
+        # would retry for a minute offline and print a page of warnings)
+        import difflib
+
+        near = difflib.get_close_matches(model, list(MODELS), n=1, cutoff=0.5)
+        raise SqaError(f"--model {model!r}: not a built-in model ({', '.join(MODELS)}), a .gguf file, a directory or a "
+                       "Hugging Face name (owner/name)" + (f"; did you mean {near[0]}?" if near else ""))
     return None
 
 
@@ -233,14 +243,6 @@ def load_model(model: str = DEFAULT_MODEL, *, n_ctx: int = 4096, n_threads: int 
     if not model or not model.strip():
         raise SqaError(f"empty --model; use one of {', '.join(MODELS)}, a .gguf path or a Hugging Face name/path")
     gguf = resolve_gguf(model)
-    if gguf is None and "/" not in model and not Path(model).expanduser().exists():
-        # not a built-in name, a file or a directory, and no hub owner: a typo (asking the hub
-        # would retry for a minute offline and print a page of warnings)
-        import difflib
-
-        near = difflib.get_close_matches(model, list(MODELS), n=1, cutoff=0.5)
-        raise SqaError(f"--model {model!r}: not a built-in model ({', '.join(MODELS)}), a .gguf file, a directory or a "
-                       "Hugging Face name (owner/name)" + (f"; did you mean {near[0]}?" if near else ""))
     if gguf is not None:
         from sqa.models.llamacpp import LlamaCppModel
 
