@@ -192,3 +192,41 @@ def test_a_truncated_or_flipped_kv_cache_entry_is_dropped_noted_and_rebuilt(tmp_
             f"{f}: unreadable KV-cache entry (BadZipFile) dropped; it is rebuilt"]
         assert f.read_bytes() == good  # rebuilt
         assert m.warm_prefixes([plain_prefix()], tmp_path) == ["loaded"]
+
+
+def test_an_unreadable_embedding_cache_entry_is_dropped_noted_and_rebuilt(tmp_path):
+    # issue 34: caches are disposable (the decomposer's demonstration embeddings)
+    from sqa.steps.prompts import MiniLMDemoSelector
+
+    calls = []
+
+    def encode(texts):
+        calls.append(len(texts))
+        rng = np.random.default_rng(len(texts))
+        v = rng.standard_normal((len(texts), 8)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    first = MiniLMDemoSelector(encode=encode, cache_dir=tmp_path)
+    (f,) = tmp_path.glob("demo-embeddings-minilm-*.npy")
+    good = f.read_bytes()
+    n = len(first.demos)
+    for damage in (good[: len(good) // 2], b"garbage", None, "shape", "nan"):
+        if damage is None:
+            np.save(f, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+        elif damage == "shape":
+            np.save(f, np.zeros((n, 3), dtype=np.float64))
+        elif damage == "nan":
+            np.save(f, np.full((n, 8), np.nan, dtype=np.float32))
+        else:
+            f.write_bytes(damage)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            sel = MiniLMDemoSelector(encode=encode, cache_dir=tmp_path)
+        assert [str(w.message).split(" (")[0] for w in seen if issubclass(w.category, SqaWarning)] == [
+            f"{f}: unreadable embedding-cache entry"]
+        assert np.array_equal(sel._emb, first._emb) and f.read_bytes() == good  # rebuilt
+    assert len(calls) == 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        MiniLMDemoSelector(encode=encode, cache_dir=tmp_path)  # read from the cache, silently
+    assert len(calls) == 6  # nothing encoded

@@ -126,7 +126,8 @@ class MiniLMDemoSelector(DemoSelector):
     ``encode``: ``texts -> (n, d)`` L2-normalised array (default ``sqa.retriever.minilm.default_encoder()``).
     ``cache_dir``: where the train questions' embeddings are kept (``demo-embeddings-<sha>.npy``,
     keyed by the questions' text; about 3 MB), so they are computed once (about 10-20 s on 2
-    cores). Raises SqaError when the MiniLM weights are not installed."""
+    cores); an entry that cannot be read or has the wrong shape is deleted with one warning line
+    and rebuilt. Raises SqaError when the MiniLM weights are not installed."""
 
     def __init__(self, questions: Sequence[Question] | None = None, max_steps: int = 4, encode=None,
                  cache_dir=None):
@@ -152,11 +153,20 @@ class MiniLMDemoSelector(DemoSelector):
             path = Path(cache_dir) / f"demo-embeddings-minilm-{key}.npy"
             if path.exists():
                 try:
-                    emb = np.load(path)
-                    if emb.shape[0] == len(texts):
-                        return emb
-                except (OSError, ValueError):
-                    pass  # a torn cache file is recomputed and rewritten
+                    emb = np.load(path, allow_pickle=False)
+                    if emb.ndim != 2 or emb.shape[0] != len(texts) or emb.dtype != np.float32:
+                        raise ValueError(f"shape {emb.shape} {emb.dtype}, expected ({len(texts)}, d) float32")
+                    if not np.all(np.isfinite(emb)):
+                        raise ValueError("values that are not numbers")
+                    return emb
+                except Exception as e:  # noqa: BLE001  any unreadable entry is dropped, noted and rebuilt
+                    import warnings
+
+                    from sqa.types import SqaWarning
+
+                    path.unlink(missing_ok=True)
+                    warnings.warn(f"{path}: unreadable embedding-cache entry ({type(e).__name__}) dropped; it is "
+                                  "rebuilt", SqaWarning, stacklevel=2)
         emb = np.asarray(self._encode(texts), dtype=np.float32)
         if path is not None:
             try:
