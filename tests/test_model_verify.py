@@ -94,7 +94,8 @@ def _head_obj(**change) -> dict:
     ([1, 2, 3], "JSON list, not an object"),
     (_head_obj(coef=[float("nan")] * 1537), "'coef' entry 0 is nan"),
     (_head_obj(intercept=float("inf")), "'intercept' is inf"),
-    (_head_obj(coef=[0.1] * 1536), "'coef' has 1,536 numbers"),
+    (_head_obj(coef=[0.1] * 1536, spec={"states": ["plain", "f1"], "log_odds": ["plain"]}), "'coef' has 1,536 numbers"),
+    (_head_obj(coef=[1e39] * 1537), "'coef' entry 0 is 1e\\+39"),
     (_head_obj(provenance=["a"]), "'provenance' must be an object"),
     (_head_obj(provenance={"facts": "3 wiki"}), "'provenance.facts' must be an object"),
     (_head_obj(provenance={"facts": {"wiki": "3"}}), "'provenance.facts.wiki' is '3'"),
@@ -119,6 +120,11 @@ def test_a_head_for_another_model_size_is_refused_before_the_model_loads(tmp_pat
     with pytest.raises(SqaError, match=r"has 1,537 coefficients, but model qwen2.5-coder-0.5b \(hidden size 896\).*"
                                        r"needs 897"):
         head_for("qwen2.5-coder-0.5b", "plain", shipped_head_path("qwen2.5-coder-1.5b", "plain"))
+    p = tmp_path / "short.json"
+    p.write_text(json.dumps(_head_obj(coef=[0.1] * 1536)), encoding="utf-8")  # one state float short
+    with pytest.raises(SqaError, match=rf"answer head {p}: has 1,536 coefficients, but model qwen2.5-coder-1.5b "
+                                       r"\(hidden size 1,536\) with features plain lo:plain needs 1,537"):
+        head_for("qwen2.5-coder-1.5b", "plain", p)
 
 
 # --- no NaN in any output --------------------------------------------------------------------------
