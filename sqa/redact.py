@@ -59,8 +59,8 @@ def _mask_bad_port(rest: str) -> str:
     if not colon or re.search(r"[/?#]", host):
         return rest
     port = re.split(r"[/?#]", after, maxsplit=1)[0]
-    if not port or port.rstrip(_PORT_TRAIL).isdigit():
-        return rest
+    if not port or port.rstrip(_PORT_TRAIL).isdigit() or port.startswith("***"):
+        return rest  # a number, or masked already
     return host + ":***"
 
 

@@ -44,7 +44,7 @@ def load_json(path: str | Path):
 
             with gzip.open(path, "rt", encoding="utf-8") as f:
                 return json.load(f)
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (Windows editors) is read past
             return json.load(f)
     except FileNotFoundError:
         raise SqaError(f"{path}: file not found; check the path (the package ships its data in {DATA_DIR})") from None
@@ -169,7 +169,7 @@ def load_dataset_file(path: str | Path, strict: bool = False, skipped: list | No
     elif path.suffix == ".jsonl":
         rows = []
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (Windows editors) is read past
                 for n, line in enumerate(f, start=1):
                     if line.strip():
                         try:

@@ -126,6 +126,35 @@ def test_usage_slips_are_refused_at_once(tmp_path, args, message):
     assert message in line and time.monotonic() - t0 < 30
 
 
+def test_a_hub_name_that_cannot_be_fetched_is_one_line_at_once(tmp_path):
+    # issue 34 (low): offline, the hub client retried for about 50 s and printed 23 lines
+    t0 = time.monotonic()
+    r = run_sqa(["ask", "Is the sun a star?", "--model", "nobody-sqa-test/nothing-xyz", "--reader", "steps",
+                 "--no-retrieval"], env={"HF_HUB_OFFLINE": ""}, cwd=tmp_path)
+    line = one_error_line(r)
+    assert line.startswith("error: --model nobody-sqa-test/nothing-xyz: ") and time.monotonic() - t0 < 40
+
+
+def test_a_byte_order_mark_is_read_past_and_a_head_provenance_of_the_wrong_type_refused(tmp_path):
+    # probing the same classes of input: a dataset saved by a Windows editor; a head whose
+    # train_split is a list (the in-sample check compared it with a string and passed)
+    p = tmp_path / "bom.jsonl"
+    p.write_text('{"qid": "a", "question": "Is ice cold?"}\n\n{"qid": "b", "question": "Is fire hot?"}\n',
+                 encoding="utf-8-sig")
+    assert [q.qid for q in load_dataset_file(p)] == ["a", "b"]
+    j = tmp_path / "bom.json"
+    j.write_text('[{"qid": "a", "question": "Is ice cold?"}]', encoding="utf-8-sig")
+    assert [q.qid for q in load_dataset_file(j)] == ["a"]
+    from sqa.facts.head import AnswerHead
+
+    obj = json.loads(shipped_head_path("qwen2.5-coder-1.5b", "plain").read_text(encoding="utf-8"))
+    obj["provenance"]["train_split"] = ["train-2061"]
+    h = tmp_path / "h.json"
+    h.write_text(json.dumps(obj), encoding="utf-8")
+    with pytest.raises(SqaError, match=r"field 'provenance.train_split' is \["):
+        AnswerHead.load(h)
+
+
 def test_score_names_the_option_as_it_is_spelled(tmp_path, capsys):
     # issue 34 (low): the message said `allow_missing`
     q = load_questions("dev")[0]

@@ -236,3 +236,20 @@ def test_an_unreadable_embedding_cache_entry_is_dropped_noted_and_rebuilt(tmp_pa
         warnings.simplefilter("error")
         MiniLMDemoSelector(encode=encode, cache_dir=tmp_path)  # read from the cache, silently
     assert len(calls) == 6  # nothing encoded
+
+
+@pytest.mark.slow
+def test_a_damaged_gguf_of_ones_own_stops_naming_the_file_instead_of_answering_half(tmp_path):
+    # issue 34 item 6: a damaged model of the right size answered with NaN / 0.5, exit 0
+    from sqa.models.registry import MODELS, load_model, resolve_gguf
+
+    src = resolve_gguf("qwen2.5-coder-0.5b")
+    mine = tmp_path / "mine.gguf"
+    data = bytearray(src.read_bytes())
+    assert len(data) == MODELS["qwen2.5-coder-0.5b"].size
+    data[100_000_000:300_000_000] = b"\xff" * 200_000_000
+    mine.write_bytes(bytes(data))
+    del data
+    m = load_model(str(mine), n_ctx=512)
+    with pytest.raises(SqaError, match=rf"model mine.gguf \({mine}\): its next-token scores are not numbers"):
+        m.yes_probability(["Is the sun a star? Answer:"])

@@ -242,6 +242,9 @@ def _head_problem(obj) -> str | None:
         prov = {}
     if not isinstance(prov, dict):
         return "field 'provenance' must be an object"
+    for key in ("train_split", "prompt"):
+        if prov.get(key) is not None and not isinstance(prov[key], str):
+            return f"field 'provenance.{key}' is {json.dumps(prov[key])[:40]}, not text"
     facts = prov.get("facts", {})
     if not isinstance(facts, dict):
         return "field 'provenance.facts' must be an object"

@@ -25,6 +25,36 @@ if TYPE_CHECKING:  # numpy is imported with torch, at use
     import numpy as np
 
 
+def _check_hub(name: str) -> None:
+    """For a hub name not in the local cache: one request to the hub (``HfApi.model_info``, no
+    retries) so that offline, a DNS failure or an unknown name is one line at once instead of the
+    hub client's retry loop (23 warning lines over about 50 s offline). Raises SqaError."""
+    try:
+        from huggingface_hub import HfApi, try_to_load_from_cache
+    except ImportError:
+        return
+    if isinstance(try_to_load_from_cache(name, "config.json"), str):
+        return  # cached: transformers reads it (offline too)
+    import os
+
+    if os.environ.get("HF_HUB_OFFLINE") not in (None, "", "0"):
+        raise SqaError(f"--model {name}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set; download it "
+                       "first or pass a local directory")
+    try:
+        HfApi().model_info(name, timeout=10)
+    except Exception as e:  # noqa: BLE001  requests / hub errors of every kind: one line each
+        kind = type(e).__name__
+        if kind in ("RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError"):
+            why = "no such model on the Hugging Face hub (or it is private/gated: log in with `hf auth login`)"
+        elif kind in ("ConnectionError", "ConnectError", "ConnectTimeout", "ReadTimeout", "Timeout", "TimeoutException",
+                      "OfflineModeIsEnabled"):
+            why = "cannot reach the Hugging Face hub (offline?)"
+        else:
+            why = f"the Hugging Face hub did not answer ({kind})"
+        raise SqaError(f"--model {name}: {why}; pass a local directory, a .gguf file or one of the built-in model "
+                       "names") from None
+
+
 class HFModel:
     """A transformers causal LM. ``model`` is a hub name or a directory; ``gguf_file`` names a GGUF
     file inside that directory (``from_pretrained(dir, gguf_file=...)``). ``device`` defaults to
@@ -46,6 +76,8 @@ class HFModel:
         self.batch_size = batch_size
         torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
         kw = {"gguf_file": gguf_file} if gguf_file else {}
+        if not Path(model).expanduser().exists():
+            _check_hub(model)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model, **kw)
             self.model = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype, **kw).to(self.device)

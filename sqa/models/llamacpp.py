@@ -177,7 +177,14 @@ class LlamaCppModel:
             self.ctx.decode(batch)
 
     def _last_logits(self) -> np.ndarray:
-        return np.asarray(self.ctx.get_logits(), dtype=np.float32)
+        """The next-token logits; SqaError naming the model file when they are not numbers (a
+        damaged file of the right shape: every reading would otherwise come out 0.5 or NaN)."""
+        logits = np.asarray(self.ctx.get_logits(), dtype=np.float32)
+        if np.isnan(logits).any() or np.isposinf(logits).any():
+            raise SqaError(f"model {self.name} ({self.path}): its next-token scores are not numbers (NaN/inf), so the "
+                           "file is damaged; a built-in model is re-checked and re-assembled on the next run, a .gguf of "
+                           "your own must be deleted and downloaded again")
+        return logits
 
     # -- LanguageModel ------------------------------------------------------------------------
     def generate(self, prompts: Sequence[Prompt], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
