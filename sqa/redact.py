@@ -3,7 +3,7 @@
 - ``redact_url(url)``: a URL without its ``user:password@`` part (messages, manifests,
   ``run.json``), with or without a scheme.
 - ``redact(text)``: a whole message with every URL-like word passed through ``redact_url`` and the
-  values of ``SQA_ES_PASSWORD`` / ``SQA_ES_API_KEY`` / the password in ``SQA_ES_URL`` (as typed,
+  values of the variables in ``SECRET_ENV`` and the password in ``SQA_ES_URL`` (as typed,
   percent-decoded and percent-encoded) replaced by ``***``. The CLI's error boundary
   (``sqa.cli.errors``) and its warnings use it for every line they print.
 - ``split_credentials(url)``: ``(url without credentials, user, password)``, percent-decoded, for
@@ -31,7 +31,10 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # a host (name, IPv4 or [IPv6]) then an optional port, then the end of the authority
 _HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)(?::[^/?#\s]*)?(?=$|[/?#\s'\"<>),;])")
 _PORT_TRAIL = ".,;:)]}"
-SECRET_ENV = ("SQA_ES_PASSWORD", "SQA_ES_API_KEY")
+# environment variables whose values are secrets wherever they appear (the Elasticsearch
+# credentials, and the tokens a server reader or the Hugging Face hub client may be given)
+SECRET_ENV = ("SQA_ES_PASSWORD", "SQA_ES_API_KEY", "OPENAI_API_KEY", "SQA_OPENAI_API_KEY", "HF_TOKEN",
+              "HUGGING_FACE_HUB_TOKEN")
 
 
 def _parts(url: str) -> tuple[str, str | None, str]:
@@ -94,7 +97,7 @@ def _variants(secret: str) -> list[str]:
 
 def env_secrets() -> list[str]:
     """The secrets in the environment, longest first, each as typed, percent-decoded and
-    percent-encoded: ``SQA_ES_PASSWORD``, ``SQA_ES_API_KEY``, and the password of ``SQA_ES_URL``
+    percent-encoded: the variables of ``SECRET_ENV``, and the password of ``SQA_ES_URL``
     (or, for a URL with no ``@``, a "port" that is not a number: ``elastic:PW``). Values shorter
     than 3 characters are left out (replacing them would garble every message)."""
     out: list[str] = []

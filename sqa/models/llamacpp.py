@@ -15,6 +15,7 @@ are therefore read once, and a transcript that grows step by step is read increm
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -177,8 +178,7 @@ class LlamaCppModel:
             self.ctx.decode(batch)
 
     def _last_logits(self) -> np.ndarray:
-        """The next-token logits; SqaError naming the model file when they are not numbers (a
-        damaged file of the right shape: every reading would otherwise come out 0.5 or NaN)."""
+        """Next-token logits; SqaError naming the model file when they are NaN/inf (a damaged file)."""
         logits = np.asarray(self.ctx.get_logits(), dtype=np.float32)
         if np.isnan(logits).any() or np.isposinf(logits).any():
             raise SqaError(f"model {self.name} ({self.path}): its next-token scores are not numbers (NaN/inf), so the "
@@ -360,16 +360,13 @@ class ThreadTuner:
 
 
 def _drop_cache_entry(path: Path, e: BaseException) -> None:
-    """Delete an unreadable KV-cache entry (sqa's own file in ``$SQA_HOME/cache``) and say so in
-    one warning line; the caller reads the text anew and writes the entry again."""
+    """Delete an unreadable KV-cache entry (sqa's own file) with one warning line; it is read anew."""
     import warnings
 
     from sqa.types import SqaWarning
 
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache: the entry is read anew each time
         path.unlink()
-    except OSError:
-        pass
     warnings.warn(f"{path}: unreadable KV-cache entry ({type(e).__name__}) dropped; it is rebuilt", SqaWarning,
                   stacklevel=3)
 
