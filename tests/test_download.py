@@ -328,3 +328,14 @@ def test_cli_preset_full_with_a_copy_on_disk_downloads_nothing(tmp_path):
     assert r.returncode == 0, r.stderr
     m = read_manifest(tmp_path / "idx")
     assert m["paragraph_count"] == n and m["preset"] == "full" and not (tmp_path / "home" / "corpus").exists()
+
+
+def test_a_part_of_a_file_that_changed_on_the_server_is_not_continued(server, tmp_path):
+    # probing the .part sidecar: its recorded size differs from what the server now serves
+    k = len(server.data) // 3
+    (tmp_path / (NAME + ".part")).write_bytes(server.data[:k])
+    (tmp_path / (NAME + ".part.json")).write_text(json.dumps({"url": server.url, "size": len(server.data) + 7}))
+    with pytest.raises(SqaError, match=r"the file on the server changed since the partial download.*deleted"):
+        fetch_corpus(server.url, tmp_path)
+    assert not (tmp_path / (NAME + ".part")).exists()
+    assert fetch_corpus(server.url, tmp_path).read_bytes() == server.data

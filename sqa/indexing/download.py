@@ -51,8 +51,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
-from sqa.redact import redact_url as safe_url  # the URL without user:password@
-from sqa.redact import split_credentials
+from sqa.redact import redact_url as safe_url, split_credentials  # safe_url: the URL without user:password@
 from sqa.paths import sqa_home
 from sqa.types import SqaError
 
@@ -194,8 +193,8 @@ def fetch_corpus(url: str | None = None, dest_dir: str | Path | None = None, nam
 
     ``timeout``: seconds without data before a connection counts as lost; ``retries``: how many
     times in a row a connection lost mid-transfer is resumed within this call (1 s, 2 s, 4 s ...
-    apart, at most 30 s; only getting past the most bytes held before resets the count). A failure to connect before any byte
-    arrived is not retried: offline, a DNS failure or a refused connection is reported at once.
+    apart, at most 30 s; only getting past the most bytes held before resets the count). A
+    failure to connect before any byte arrived is not retried: offline, a DNS failure or a refused connection is reported at once.
     Raises SqaError (one line, URL redacted) for these, an HTTP error, a connection that keeps
     failing, a failed size/checksum/gzip check, or a file of the same name that this function
     did not download; KeyboardInterrupt leaves the ``.part`` for the next call to continue.
@@ -247,9 +246,8 @@ def fetch_corpus(url: str | None = None, dest_dir: str | Path | None = None, nam
 
 
 def part_sidecar(part: Path) -> Path:
-    """The record beside a ``.part`` (``NAME.part.json``: ``{"url": redacted URL, "size": total or
-    null}``), written before the first byte: a ``.part`` without one naming the same URL was not
-    written by this module and is never appended to or deleted."""
+    """``NAME.part.json`` beside a ``.part``: ``{"url": redacted URL, "size": total or null}``, written
+    before the first byte; a ``.part`` without one was not written here: never appended to or deleted."""
     return part.with_name(part.name + ".json")
 
 
@@ -260,8 +258,7 @@ def _write_sidecar(part: Path, shown: str, total: int | None) -> None:
     os.replace(tmp, side)
 
 
-def _drop_part(part: Path) -> None:
-    """Delete a ``.part`` this module wrote (its sidecar names it) and the sidecar."""
+def _drop_part(part: Path) -> None:  # a .part this module wrote (its sidecar says so), and the sidecar
     part.unlink(missing_ok=True)
     part_sidecar(part).unlink(missing_ok=True)
 
@@ -275,14 +272,14 @@ def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on
                            "so it is neither continued nor deleted; move it away, then run the same command again")
         if side.get("url") != shown:
             _drop_part(part)  # ours (recorded), but of another URL: its bytes cannot continue this one
+    recorded_size = side.get("size") if side and part.is_file() else None
     have = part.stat().st_size if part.is_file() else 0
     resumed_from = have
     h = _hash_file(part, have) if have else hashlib.sha256()
     total: int | None = None
     restarted = False
     # failures: connections lost in a row without getting past ``best``, the most bytes held so far
-    # (a server that ignores ranges and always hangs up half-way makes progress on every try, but
-    # never past its previous maximum, so it is bounded too)
+    # (a server that ignores ranges and always hangs up half-way never gets past it: bounded too)
     failures, received, best = 0, 0, have
     last_error: BaseException | None = None
 
@@ -324,6 +321,11 @@ def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on
             if offset != have:  # a 200 to a range request: this server does not do ranges; start again
                 restarted = restarted or have > 0
                 have, h = 0, hashlib.sha256()
+            if size is not None and recorded_size is not None and size != recorded_size and have:
+                _drop_part(part)  # ours; its bytes are of the earlier file
+                raise SqaError(f"{shown}: the file on the server changed since the partial download ({recorded_size:,} "
+                               f"then {size:,} bytes); the partial file was deleted, run the same command again to "
+                               "download it anew")
             if size is not None:
                 if total is not None and size != total:
                     raise SqaError(f"{shown}: the file changed on the server during the download ({total:,} then "
