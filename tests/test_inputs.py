@@ -10,13 +10,12 @@ import time
 import pytest
 
 import sqa.models.registry as registry
-from cli_helpers import one_error_line, run_sqa
+from helpers import ScriptedModel, one_error_line, run_sqa
 from sqa.cli import main
 from sqa.facts.head import shipped_head_path
 from sqa.strategyqa import load_dataset_file, load_questions
 from sqa.types import SqaError
 
-from tests.test_reasoner import ScriptedModel
 
 BAD = [  # (entry, the field the message must name) — what a careless operator writes
     ({"qid": "b-facts", "question": "Is ice cold?", "facts": "Ice is frozen water."}, "field 'facts'"),

@@ -74,8 +74,8 @@ def test_an_unchanged_model_is_checked_by_its_sample_not_its_full_hash(tmp_path,
     spec, _ = _spec(tmp_path)
     out = assemble_gguf(spec, tmp_path / "models")
     calls = []
-    full = registry._sha256
-    monkeypatch.setattr(registry, "_sha256", lambda p, *a: calls.append(p) or full(p, *a))
+    full = registry.file_sha256
+    monkeypatch.setattr(registry, "file_sha256", lambda p, *a: calls.append(p) or full(p, *a))
     assert assemble_gguf(spec, tmp_path / "models") == out and calls == []  # sample only
     os.utime(out)  # touched: the full hash once, then the record is current again
     assert assemble_gguf(spec, tmp_path / "models") == out and calls == [out]

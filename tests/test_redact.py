@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from cli_helpers import one_error_line, run_sqa
+from helpers import one_error_line, run_sqa
 from sqa.cli.errors import error_line, redact  # the one redaction, re-exported where the CLI always had it
 from sqa.redact import redact_url
 from sqa.types import SqaError

@@ -67,7 +67,8 @@ MODELS: dict[str, GgufSpec] = {
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 
-def _sha256(path: Path, chunk: int = 1 << 22) -> str:
+def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
+    """The sha256 (hex) of the whole file, read in ``chunk``-byte blocks. Raises OSError."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):
@@ -130,7 +131,7 @@ def verify_gguf(spec: GgufSpec, target: Path) -> bool:
             and rec.get("mtime_ns") == st.st_mtime_ns and rec.get("samples") == VERIFY_SAMPLES
             and rec.get("block") == VERIFY_BLOCK and rec.get("sample") == sampled_sha256(target)):
         return True
-    if _sha256(target) != spec.sha256:
+    if file_sha256(target) != spec.sha256:
         return False
     _write_verify_record(target, spec.sha256)
     return True
