@@ -253,3 +253,15 @@ def test_a_damaged_gguf_of_ones_own_stops_naming_the_file_instead_of_answering_h
     m = load_model(str(mine), n_ctx=512)
     with pytest.raises(SqaError, match=rf"model mine.gguf \({mine}\): its next-token scores are not numbers"):
         m.yes_probability(["Is the sun a star? Answer:"])
+
+
+def test_a_trace_line_holding_nan_is_refused_naming_file_and_line(tmp_path):
+    # probing the same class (NaN in output): a traces.jsonl written before this fix, by a damaged
+    # model, made metrics.json invalid JSON on every later run
+    from sqa.eval.rundir import read_traces
+
+    (tmp_path / "traces.jsonl").write_text('{"qid": "a", "p_yes": NaN, "answer": true}\n{"qid": "b", "p_yes": 0.2}\n',
+                                           encoding="utf-8")
+    with pytest.raises(SqaError, match=r"traces.jsonl:1: not a valid trace line \(NaN where a number belongs.*delete "
+                                       "that line"):
+        read_traces(tmp_path)

@@ -108,6 +108,11 @@ def read_trace_bytes(path: Path) -> bytes:
         return b""
 
 
+def _no_nan(word: str):
+    """json.loads' hook for NaN / Infinity: refused (a damaged model's reading; invalid JSON)."""
+    raise ValueError(f"{word} where a number belongs, written by a damaged model")
+
+
 def _parse_traces(data: bytes, path: Path) -> tuple[list[dict], int]:
     """Records and the byte offset just after the last good line."""
     records: list[dict] = []
@@ -122,7 +127,7 @@ def _parse_traces(data: bytes, path: Path) -> tuple[list[dict], int]:
         line = data[pos:nl].strip()
         if line:
             try:
-                rec = json.loads(line)
+                rec = json.loads(line, parse_constant=_no_nan)
                 if not isinstance(rec, dict) or "qid" not in rec:
                     raise ValueError("not a trace object with a qid")
             except ValueError as e:
