@@ -265,3 +265,10 @@ def test_a_trace_line_holding_nan_is_refused_naming_file_and_line(tmp_path):
     with pytest.raises(SqaError, match=r"traces.jsonl:1: not a valid trace line \(NaN where a number belongs.*delete "
                                        "that line"):
         read_traces(tmp_path)
+
+
+def test_p_yes_of_a_large_score_is_0_or_1_not_an_overflow():
+    # probing heads with extreme but finite coefficients: math.exp raised OverflowError past |z| ~ 709
+    head = AnswerHead(FeatureSpec(("plain",), ("plain",)), np.array([1e30, 0.0, 0.0], dtype=np.float32), 0.0, "m", None)
+    assert head.p_yes(np.array([-1.0, 0.0, 0.0])) == 0.0 and head.p_yes(np.array([1.0, 0.0, 0.0])) == 1.0
+    assert head.p_yes(np.array([0.0, 0.0, 0.0])) == 0.5
