@@ -164,7 +164,10 @@ class MiniLMDemoSelector(DemoSelector):
 
                     from sqa.types import SqaWarning
 
-                    path.unlink(missing_ok=True)
+                    try:
+                        path.unlink(missing_ok=True)
+                    except OSError:  # a directory of that name, a read-only cache: computed each time
+                        pass
                     warnings.warn(f"{path}: unreadable embedding-cache entry ({type(e).__name__}) dropped; it is "
                                   "rebuilt", SqaWarning, stacklevel=2)
         emb = np.asarray(self._encode(texts), dtype=np.float32)
