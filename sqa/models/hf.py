@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # numpy is imported with torch, at use
     import numpy as np
 
 
-def _check_hub(name: str) -> None:
+def _check_hub(name: str, filename: str = "config.json") -> None:
     """For a hub name not in the local cache: one request to the hub (``HfApi.model_info``, no
     retries) so that offline, a DNS failure or an unknown name is one line at once instead of the
     hub client's retry loop (23 warning lines over about 50 s offline). Raises SqaError."""
@@ -33,8 +33,8 @@ def _check_hub(name: str) -> None:
         from huggingface_hub import HfApi, try_to_load_from_cache
     except ImportError:
         return
-    if isinstance(try_to_load_from_cache(name, "config.json"), str):
-        return  # cached: transformers reads it (offline too)
+    if isinstance(try_to_load_from_cache(name, filename), str):
+        return  # cached (``filename``: its config, or the GGUF file asked for): transformers reads it offline too
     import os
 
     if os.environ.get("HF_HUB_OFFLINE") not in (None, "", "0"):
@@ -77,7 +77,7 @@ class HFModel:
         torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
         kw = {"gguf_file": gguf_file} if gguf_file else {}
         if not Path(model).expanduser().exists():
-            _check_hub(model)
+            _check_hub(model, gguf_file or "config.json")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model, **kw)
             self.model = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype, **kw).to(self.device)
