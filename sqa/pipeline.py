@@ -85,11 +85,12 @@ def load_head(model: str, retrieval: bool, oracle: str | None, path: str | Path 
         inside = [q.qid for q in questions if q.qid in seen]
         if inside:
             raise SqaError(f"{len(inside)} question(s) of the dataset (e.g. {inside[0]}) are train-2061 questions the "
-                           "answer head was trained on; their accuracy would be in-sample: leave them out")
+                           "shipped answer head was trained on, so its accuracy there would be in-sample; build heads "
+                           f"that record their questions with `sqa eval --split train --model {model}` (the dataset is "
+                           "then answered out-of-fold), or leave those questions out")
     if trained_on == "train-2061" and split in ("train", "train-2061", "all"):
         raise SqaError(f"the answer head was trained on train-2061, so its accuracy on {split} would be in-sample; "
-                       "its cross-validated (out-of-fold) accuracy is in the report of `sqa train-head` "
-                       "(bench/results/head.json for the shipped head); evaluate on dev or test, or use --preset steps")
+                       f"leave --head out: `sqa eval --split {split}` answers it out-of-fold")
     digest = hashlib.sha256(json.dumps({"spec": h.spec.to_dict(), "coef": h.coef.tolist()[:64], "b": h.intercept,
                                         "model": h.model}, sort_keys=True).encode()).hexdigest()[:12]
     return h, f"{kind}:{digest}"
@@ -118,7 +119,7 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
     for ``sqa.steps.models.load_model``, or a loaded ``LanguageModel``).
 
     Facts reader: ``head`` (from :func:`load_head`; loaded here when None) is checked against the
-    model; ``features_cache`` is a features file of ``sqa train-head``. Steps reader:
+    model; ``features_cache`` is a features file (``sqa.facts.features``). Steps reader:
     ``fewshot_pool`` = the questions demonstrations come from (default train-2061). Raises SqaError
     for a missing index, model or head."""
     from sqa.models.registry import load_model

@@ -1,6 +1,7 @@
-"""Human-readable reports of an evaluation run: ``report.md`` (metrics table, accuracy by number
-of steps, calibration table, one row per wrong answer) and ``report.png`` (accuracy by number of
-steps, reliability diagram, Recall@10 histogram).
+"""Human-readable reports of an evaluation run: ``report.md`` (metrics table, the final answer's
+read-out, the out-of-fold heads of an out-of-fold run, accuracy by number of steps, calibration
+table, one row per wrong answer) and ``report.png`` (reliability diagram; accuracy by number of
+steps and the Recall@10 histogram only where defined: a reader with steps, evidence annotations).
 
 Inputs are the ``metrics.json`` object and the per-question rows of
 :func:`sqa.eval.runner.question_rows`. matplotlib is imported only by :func:`write_plots`, with the
@@ -46,34 +47,60 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         f"Reader: facts (fixed demonstrations, facts shown, trained answer head `{_fmt(metrics.get('head'))}`).",
         "",
         *([f"**{metrics['oracle_note']}**", ""] if metrics.get("oracle") else []),
+        *([f"Protocol: **{metrics['protocol']}** ({metrics.get('protocol_note', '')}).", ""]
+          if metrics.get("protocol") else []),
+        f"Final answer: `{metrics.get('final_answer') or metrics.get('decision') or metrics.get('head') or '?'}`.",
+        "",
         "| metric | value |",
         "|---|---|",
         f"| questions scored (n) | {metrics['n']} |",
-        f"| Accuracy | {_fmt(metrics['Accuracy'])} |",
+        f"| Accuracy | {_fmt(metrics['Accuracy'])}"
+        + (f" (95 % interval {metrics['Accuracy_interval95'][0]:.4f}–{metrics['Accuracy_interval95'][1]:.4f})"
+           if metrics.get("Accuracy_interval95") else "") + " |",
+        *([f"| AUC of P(yes) | {_fmt(metrics['AUC'])} |"] if metrics.get("AUC") is not None else []),
         f"| majority baseline (always \"no\") Accuracy | {_fmt(metrics['majority_baseline']['Accuracy'])} |",
-        f"| Recall@10 | {_fmt(metrics['Recall@10'])} |",
-        f"| SARI (decomposition) | {_fmt(metrics['SARI'])} |",
+        *([f"| Recall@10 | {_fmt(metrics['Recall@10'])} |"] if metrics.get("Recall@10") is not None else []),
+        *([f"| SARI (decomposition) | {_fmt(metrics['SARI'])} |"] if metrics.get("SARI") is not None else []),
         f"| share of \"yes\" answers | {_fmt(metrics['yes_rate'])} |",
         f"| ECE (10 bins) | {_fmt(metrics['ECE'])} |",
         f"| seconds / question | {_fmt(metrics['seconds_per_question'], 2)} |",
         "",
     ]
     if metrics.get("signals"):
-        lines += [f"## P(yes) readings (final answer: `{metrics.get('decision') or '?'}`)", "",
+        readout = metrics.get("final_answer") or metrics.get("decision") or metrics.get("head")
+        lines += [f"## P(yes) readings (final answer: `{readout}`)", "",
                   "Each reading alone, thresholded at 0.5 (`plain` = the same model with no steps and no evidence).",
                   "", "| reading | n | Accuracy | mean P(yes) |", "|---|---|---|---|"]
         for name, v in metrics["signals"].items():
             lines.append(f"| {name} | {v['n']} | {_fmt(v['Accuracy'])} | {_fmt(v['mean_p_yes'])} |")
         lines.append("")
-    lines += [
-        "## Accuracy by number of steps",
-        "",
-        "| steps | n | Accuracy |",
-        "|---|---|---|",
-    ]
-    for n_steps, v in metrics["accuracy_by_steps"].items():
-        lines.append(f"| {n_steps} | {v['n']} | {_fmt(v['Accuracy'])} |")
-    lines += ["", "## Calibration (confidence of the given answer)", "", "| confidence | n | mean confidence | Accuracy |",
+    oof = metrics.get("out_of_fold")
+    if oof:
+        lines += ["## Out-of-fold heads", "", "| head | questions | n | Accuracy (95 % interval) | AUC |",
+                  "|---|---|---|---|---|"]
+        for subset, label in (("all", "all labelled"), ("without_demonstrations", "without the demonstrations")):
+            for kind, v in oof[subset].items():
+                lines.append(f"| {kind} | {label} | {v['n']} | {v['accuracy']:.4f} ({v['interval95'][0]:.4f}–"
+                             f"{v['interval95'][1]:.4f}) | {_fmt(v['auc'])} |")
+        lines += ["", "| fold | fitted on | answered | facts feature set (C) | plain C |", "|---|---|---|---|---|"]
+        for f in oof["folds"]:
+            fx = f.get("facts") or {}
+            lines.append(f"| {f['fold'] + 1} | {f['n_fit']} | {f['n_answered']} | "
+                         f"{fx.get('spec', '–')} ({_fmt(fx.get('C'), 5)}) | {_fmt(f['plain']['C'], 5)} |")
+        lines += ["", f"Cross-fitting took {oof['crossfit_seconds']} s; the final heads "
+                  f"({', '.join(f'{k}: `{v}`' for k, v in oof['final_heads'].items())}) are fitted on all "
+                  f"{oof['fitted_on_pool']} labelled questions but the demonstrations.", ""]
+    if metrics["accuracy_by_steps"]:  # a reader that writes no steps has none
+        lines += [
+            "## Accuracy by number of steps",
+            "",
+            "| steps | n | Accuracy |",
+            "|---|---|---|",
+        ]
+        for n_steps, v in metrics["accuracy_by_steps"].items():
+            lines.append(f"| {n_steps} | {v['n']} | {_fmt(v['Accuracy'])} |")
+        lines.append("")
+    lines += ["## Calibration (confidence of the given answer)", "", "| confidence | n | mean confidence | Accuracy |",
               "|---|---|---|---|"]
     for b in metrics["calibration"]:
         if b["n"]:
@@ -101,29 +128,36 @@ def write_markdown(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Pat
 
 
 def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
-    """Write ``report.png`` (three panels: accuracy by number of steps with the majority baseline,
-    reliability diagram, Recall@10 histogram); returns the path."""
+    """Write ``report.png``: the reliability diagram, with accuracy by number of steps (majority
+    baseline drawn) only for a reader that writes steps and the Recall@10 histogram only when the
+    questions carry evidence annotations; returns the path."""
+    import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     path = Path(path)
-    fig = Figure(figsize=(15, 4.5), dpi=100)
-    FigureCanvasAgg(fig)
-    ax1, ax2, ax3 = fig.subplots(1, 3)
-
     by_steps = metrics["accuracy_by_steps"]
-    xs = [int(k) for k in by_steps]
-    ax1.bar(xs, [v["Accuracy"] for v in by_steps.values()], color="tab:blue")
-    for x, v in zip(xs, by_steps.values()):
-        ax1.annotate(f"n={v['n']}", (x, v["Accuracy"]), ha="center", va="bottom", fontsize=8)
-    if metrics["majority_baseline"]["Accuracy"] is not None:
-        ax1.axhline(metrics["majority_baseline"]["Accuracy"], color="gray", ls="--", label='always "no"')
-        ax1.legend(loc="lower right", fontsize=8)
-    ax1.set_ylim(0, 1.05)
-    ax1.set_xlabel("number of steps")
-    ax1.set_ylabel("accuracy")
-    ax1.set_title("Accuracy by number of steps")
+    recalls = [r["recall"] for r in rows if r["recall"] is not None] if metrics.get("Recall@10") is not None else []
+    panels = (["steps"] if by_steps else []) + ["calibration"] + (["recall"] if recalls else [])
+    fig = Figure(figsize=(5 * len(panels), 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = dict(zip(panels, np.atleast_1d(fig.subplots(1, len(panels)))))
 
+    if "steps" in axes:
+        ax1 = axes["steps"]
+        xs = [int(k) for k in by_steps]
+        ax1.bar(xs, [v["Accuracy"] for v in by_steps.values()], color="tab:blue")
+        for x, v in zip(xs, by_steps.values()):
+            ax1.annotate(f"n={v['n']}", (x, v["Accuracy"]), ha="center", va="bottom", fontsize=8)
+        if metrics["majority_baseline"]["Accuracy"] is not None:
+            ax1.axhline(metrics["majority_baseline"]["Accuracy"], color="gray", ls="--", label='always "no"')
+            ax1.legend(loc="lower right", fontsize=8)
+        ax1.set_ylim(0, 1.05)
+        ax1.set_xlabel("number of steps")
+        ax1.set_ylabel("accuracy")
+        ax1.set_title("Accuracy by number of steps")
+
+    ax2 = axes["calibration"]
     bins = [b for b in metrics["calibration"] if b["n"]]
     ax2.plot([0, 1], [0, 1], color="gray", ls="--", lw=1, label="perfect calibration")
     ax2.bar([(b["lo"] + b["hi"]) / 2 for b in bins], [b["accuracy"] for b in bins], width=0.09, alpha=0.7,
@@ -139,16 +173,18 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
     ax2.set_title("Reliability" + (f" (ECE {ece:.3f})" if ece is not None else ""))
     ax2.legend(loc="upper left", fontsize=8)
 
-    recalls = [r["recall"] for r in rows if r["recall"] is not None]
-    ax3.hist(recalls, bins=[i / 10 for i in range(11)], color="tab:green", edgecolor="white")
-    ax3.set_xlabel("Recall@10 of the question")
-    ax3.set_ylabel("questions")
-    mean = metrics.get("Recall@10")
-    ax3.set_title("Recall@10 distribution" + (f" (mean {mean:.3f})" if mean is not None else ""))
+    if "recall" in axes:
+        ax3 = axes["recall"]
+        ax3.hist(recalls, bins=[i / 10 for i in range(11)], color="tab:green", edgecolor="white")
+        ax3.set_xlabel("Recall@10 of the question")
+        ax3.set_ylabel("questions")
+        mean = metrics.get("Recall@10")
+        ax3.set_title("Recall@10 distribution" + (f" (mean {mean:.3f})" if mean is not None else ""))
 
     fig.suptitle(f"sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''} {metrics['split']}: "
                  f"{metrics['model']}, n={metrics['n']}, "
-                 f"accuracy {metrics['Accuracy']:.3f}" if metrics["Accuracy"] is not None else "sqa eval")
+                 f"accuracy {metrics['Accuracy']:.3f}" + (f" ({metrics['protocol']})" if metrics.get("protocol") else "")
+                 if metrics["Accuracy"] is not None else "sqa eval")
     fig.tight_layout()
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp, format="png")

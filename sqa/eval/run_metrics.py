@@ -115,9 +115,51 @@ def signal_accuracy(rows: Sequence[dict]) -> dict[str, dict]:
     return out
 
 
+def accuracy_interval95(rows: Sequence[dict]) -> list[float] | None:
+    """The normal-approximation 95 % interval of the accuracy of the labelled rows (None without any)."""
+    import math
+
+    c = [bool(r["correct"]) for r in rows if r["correct"] is not None]
+    if not c:
+        return None
+    a = sum(c) / len(c)
+    h = 1.96 * math.sqrt(a * (1 - a) / len(c))
+    return [round(max(0.0, a - h), 4), round(min(1.0, a + h), 4)]
+
+
+def auc_of(rows: Sequence[dict]) -> float | None:
+    """ROC AUC of P(yes) against the gold answers of the labelled rows (the Mann-Whitney statistic,
+    ties counted half); None unless both answers occur."""
+    lab = [(r["p_yes"], bool(r["gold"])) for r in rows if r["correct"] is not None]
+    pos = [p for p, g in lab if g]
+    neg = [p for p, g in lab if not g]
+    if not pos or not neg:
+        return None
+    import bisect
+
+    neg.sort()
+    wins = sum(bisect.bisect_left(neg, p) + 0.5 * (bisect.bisect_right(neg, p) - bisect.bisect_left(neg, p)) for p in pos)
+    return wins / (len(pos) * len(neg))
+
+
+def final_answer_readout(done: dict[str, dict]) -> str | None:
+    """How the final answers were made, from the traces' ``decision`` (e.g. the answer head and its
+    feature set); the most frequent one, with the count of others when they differ."""
+    from collections import Counter
+
+    c = Counter(rec.get("decision") for rec in done.values() if rec.get("decision"))
+    if not c:
+        return None
+    (top, n), rest = c.most_common(1)[0], sum(c.values()) - c.most_common(1)[0][1]
+    return top if not rest else f"{top} ({n} questions; {rest} others by {len(c) - 1} other read-out(s))"
+
+
 def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: dict[str, dict],
                     predictions: dict[str, dict], rows: Sequence[dict], index_info: dict | None) -> dict:
-    """The ``metrics.json`` object (see the module doc of :mod:`sqa.eval.report` for its use)."""
+    """The ``metrics.json`` object (see the module doc of :mod:`sqa.eval.report` for its use).
+    ``Recall@10`` and ``SARI`` are None when no scored question carries evidence / decomposition
+    annotations (a ``--dataset`` file without them); ``accuracy_by_steps`` is empty for a reader
+    that writes no steps."""
     labelled_q = [q for q in questions if q.answer is not None and q.qid in predictions]
     scores = score_predictions({q.qid: predictions[q.qid] for q in labelled_q}, labelled_q, source="predictions.json")
     majority = score_predictions({q.qid: {"answer": False} for q in labelled_q}, labelled_q, source="majority baseline")
@@ -144,15 +186,19 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
         "n_questions": len(questions),
         "complete": len(predictions) == len(questions),
         "Accuracy": scores.get("Accuracy"),
-        "Recall@10": scores.get("Recall@10"),
-        "SARI": scores.get("SARI"),
+        "Accuracy_interval95": accuracy_interval95(rows),
+        "AUC": auc_of(rows),
+        "Recall@10": scores.get("Recall@10") if any(q.evidence for q in labelled_q) else None,
+        "SARI": scores.get("SARI") if any(q.decomposition for q in labelled_q) else None,
         "majority_baseline": {"answer": False, "Accuracy": majority.get("Accuracy"),
                               "note": "always 'no', the majority answer of the StrategyQA train file"},
         "yes_rate": yes_rate,
         "ECE": expected_calibration_error(bins),
         "calibration": bins,
-        "accuracy_by_steps": {str(n): {"n": len(v), "Accuracy": sum(v) / len(v)} for n, v in sorted(by_steps.items())},
+        "accuracy_by_steps": {str(n): {"n": len(v), "Accuracy": sum(v) / len(v)} for n, v in sorted(by_steps.items())}
+        if any(r["n_steps"] for r in rows) else {},
         "decision": options.decision,
+        "final_answer": options.decision or final_answer_readout(done),
         "reader": options.reader,
         "oracle": options.oracle,
         "oracle_note": (f"ORACLE run: the reader was shown each question's annotated {options.oracle}; an upper "
@@ -174,10 +220,12 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
 
 
 def finalize_run(out_dir: str | Path, options: EvalOptions, questions: Sequence[Question], done: dict[str, dict],
-                 *, index_info: dict | None = None, new: int = 0, plots: bool = True) -> "EvalSummary":
+                 *, index_info: dict | None = None, new: int = 0, plots: bool = True,
+                 extra: dict | None = None) -> "EvalSummary":
     """Regenerate ``predictions.json`` (+ ``metrics.json``, ``report.md``, ``report.png`` unless the
     split is ``test``) from the trace records ``done`` (``{qid: record}``) for ``questions``.
-    ``new``: questions answered in this session (for the summary)."""
+    ``new``: questions answered in this session (for the summary). ``extra``: keys added to
+    ``metrics.json`` (the out-of-fold run's ``protocol`` and ``out_of_fold`` figures)."""
     out_dir = Path(out_dir)
     predictions = {q.qid: result_from_dict(done[q.qid]).to_prediction().to_leaderboard()
                    for q in questions if q.qid in done}
@@ -190,6 +238,7 @@ def finalize_run(out_dir: str | Path, options: EvalOptions, questions: Sequence[
 
         rows = question_rows(questions, done)
         metrics = compute_metrics(options, questions, done, predictions, rows, index_info)
+        metrics.update(extra or {})
         write_json_atomic(out_dir / METRICS_FILE, metrics)
         report.write_markdown(out_dir / REPORT_MD, metrics, rows)
         files += [out_dir / METRICS_FILE, out_dir / REPORT_MD]

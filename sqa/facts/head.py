@@ -133,7 +133,7 @@ class AnswerHead:
         if want != len(self.coef):
             raise SqaError(f"{self.shown}: has {len(self.coef):,} coefficients, but model {model_name} (hidden size "
                            f"{hidden_size:,}) with features {self.spec.name} needs {want:,}; the head was trained for "
-                           f"another model: train one with `sqa train-head --model {model_name}` and pass it with --head")
+                           f"another model: build its heads with `sqa eval --split train --model {model_name}`")
 
     def p_yes(self, x: np.ndarray) -> float:
         """P(yes) for one feature vector (shape (d,)) or an array for a matrix (n, d)."""
@@ -148,11 +148,11 @@ class AnswerHead:
         if self.model_sha256 and model_sha256:
             if self.model_sha256 != model_sha256:
                 raise SqaError(f"the answer head for {self.model} (sha256 {self.model_sha256[:12]}…) cannot read model "
-                               f"{model_name} (sha256 {model_sha256[:12]}…); train one with `sqa train-head --model "
-                               f"{model_name}` and pass it with --head")
+                               f"{model_name} (sha256 {model_sha256[:12]}…); build its heads with `sqa eval --split train "
+                               f"--model {model_name}`")
         elif self.model != model_name:
-            raise SqaError(f"the answer head was trained for model {self.model}, not {model_name}; train one with "
-                           f"`sqa train-head --model {model_name}` and pass it with --head")
+            raise SqaError(f"the answer head was trained for model {self.model}, not {model_name}; build its heads "
+                           f"with `sqa eval --split train --model {model_name}`")
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -178,16 +178,16 @@ class AnswerHead:
         try:
             obj = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise SqaError(f"{path}: answer head file not found; train one with `sqa train-head`") from None
+            raise SqaError(f"{path}: answer head file not found") from None
         except IsADirectoryError:
             raise SqaError(f"{path}: is a directory, not an answer head file") from None
         except (OSError, ValueError) as e:
             where = f"{path}:{e.lineno}" if isinstance(e, json.JSONDecodeError) else str(path)
             raise SqaError(f"{where}: not a readable answer head ({type(e).__name__}); re-create it with "
-                           "`sqa train-head`") from None
+                           "`sqa eval --split train`") from None
         problem = _head_problem(obj)
         if problem:
-            raise SqaError(f"{path}: not a readable answer head: {problem}; re-create it with `sqa train-head`")
+            raise SqaError(f"{path}: not a readable answer head: {problem}; re-create it with `sqa eval --split train`")
         return cls(FeatureSpec.from_dict(obj["spec"]), np.asarray(obj["coef"], dtype=np.float32),
                    float(obj["intercept"]), obj["model"], obj.get("model_sha256"), obj.get("provenance") or {},
                    source=str(path))

@@ -38,7 +38,7 @@ class FactsReader:
     - ``oracle``: "facts" (the question's annotated facts are shown) or "paragraphs" (the best
       sentences of its annotated evidence paragraphs): diagnostics, never defaults; they need
       labelled questions.
-    - ``features_cache``: a features file written by ``sqa train-head`` / ``sqa.features.extract``
+    - ``features_cache``: a features file (``sqa.facts.features``: ``extract`` or a ``FeaturesStore`` part)
       with the same model, prompt and fact settings; questions found there are not read again.
     - ``prefix_cache``: a directory where the model (if it has ``warm_prefixes``: llama.cpp) keeps
       the KV cache of the two fixed prompt heads between processes (``sqa ask``, ``sqa eval``).
@@ -106,27 +106,11 @@ class FactsReader:
         p = float(self.head.p_yes(x))
         if not math.isfinite(p):
             raise SqaError(f"{self.head.shown}: P(yes) is not a number for question {q.qid or q.question!r}; "
-                           "re-create the head with `sqa train-head`")
-        last = f"f{len(qf.facts)}" if qf.facts else None
-        signals = {"plain": _sigmoid(qf.log_odds["plain"])} if "plain" in qf.log_odds else {}
-        if last and last in qf.log_odds and (self.head.spec.uses_facts or self.oracle):
-            signals["facts"] = _sigmoid(qf.log_odds[last])
-        timings = {"retrieve": round(qf.seconds.get("select", 0.0), 4), "read": round(qf.seconds.get("read", 0.0), 4)}
-        if "decompose" in qf.seconds:
-            timings["decompose"] = round(qf.seconds["decompose"], 4)
-        timings["total"] = round(sum(timings.values()), 4)
-        if "cached" in qf.seconds:
-            timings["cached"] = 1.0
-        from sqa.trace import StepTrace
-
-        steps = [StepTrace(index=i, question=st) for i, st in enumerate(qf.steps, start=1)]
-        return ReasoningResult(
-            question=q.question, steps=steps, answer=p >= 0.5, p_yes=p,
-            paragraphs=list(qf.paragraphs[: self.k]) if self.retriever is not None else [],
-            qid=q.qid or None, timings=timings, model=getattr(self.model, "name", ""),
-            p_yes_raw=signals.get("facts", signals.get("plain")), signals={k: round(v, 6) for k, v in signals.items()},
-            decision=f"head:{self.head.spec.name}",
-            facts=[f.to_dict() for f in qf.facts] if self.head.spec.uses_facts or self.oracle else [])
+                           "re-create the head with `sqa eval --split train`")
+        return features_result(q, qf, p, f"head:{self.head.spec.name}", k=self.k,
+                               model_name=getattr(self.model, "name", ""),
+                               shows_facts=self.head.spec.uses_facts or bool(self.oracle),
+                               retrieval=self.retriever is not None)
 
     def answer_batch(self, questions: Sequence[Question], decomposition: str = "question",
                      on_result: Callable[[ReasoningResult], None] | None = None) -> list[ReasoningResult]:
@@ -211,7 +195,7 @@ def check_features_file(path: str | Path) -> int:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise SqaError(f"{path}: --features-cache file not found; give a features file written by `sqa train-head`, "
+        raise SqaError(f"{path}: --features-cache file not found; give a features file (JSON lines of the facts reader's records), "
                        "or leave the option out") from None
     except IsADirectoryError:
         raise SqaError(f"{path}: --features-cache is a directory; give one features file (e.g. DIR/train-2061.jsonl)") \
@@ -225,19 +209,49 @@ def check_features_file(path: str | Path) -> int:
         try:
             rec = json.loads(line)
         except ValueError as e:
-            raise SqaError(f"{path}:{lineno}: not a JSON line ({type(e).__name__}); this is not a features file of "
-                           "`sqa train-head`, or the line is damaged") from None
+            raise SqaError(f"{path}:{lineno}: not a JSON line ({type(e).__name__}); this is not a features file, or the line is damaged") from None
         problem = features_record_problem(rec)
         if problem:
-            raise SqaError(f"{path}:{lineno}: not a features record: {problem}; give a features file of "
-                           "`sqa train-head`, or leave out --features-cache")
+            raise SqaError(f"{path}:{lineno}: not a features record: {problem}; give a features file, or leave out --features-cache")
         n += 1
     return n
 
 
+def features_result(q: Question, qf: QuestionFeatures, p: float, decision: str, *, k: int = 10, model_name: str = "",
+                    shows_facts: bool = True, retrieval: bool = True) -> ReasoningResult:
+    """The answer of one question from its features and the head's P(yes) ``p``: the trace of the
+    facts reader (facts shown when ``shows_facts``, the top-``k`` paragraphs as evidence when
+    ``retrieval``, the model's own verbalised readings in ``signals``, ``decision`` naming the head
+    that answered). Used by ``FactsReader`` and by the out-of-fold train run (``sqa.eval.oof``)."""
+    from sqa.trace import StepTrace
+
+    last = f"f{len(qf.facts)}" if qf.facts else None
+    signals = {"plain": _sigmoid(qf.log_odds["plain"])} if "plain" in qf.log_odds else {}
+    if last and last in qf.log_odds and shows_facts:
+        signals["facts"] = _sigmoid(qf.log_odds[last])
+    timings = {"retrieve": round(qf.seconds.get("select", 0.0), 4), "read": round(qf.seconds.get("read", 0.0), 4)}
+    if "decompose" in qf.seconds:
+        timings["decompose"] = round(qf.seconds["decompose"], 4)
+    timings["total"] = round(sum(timings.values()), 4)
+    if "cached" in qf.seconds:
+        timings["cached"] = 1.0
+    steps = [StepTrace(index=i, question=st) for i, st in enumerate(qf.steps, start=1)]
+    return ReasoningResult(
+        question=q.question, steps=steps, answer=p >= 0.5, p_yes=p,
+        paragraphs=list(qf.paragraphs[:k]) if retrieval else [],
+        qid=q.qid or None, timings=timings, model=model_name,
+        p_yes_raw=signals.get("facts", signals.get("plain")), signals={k_: round(v, 6) for k_, v in signals.items()},
+        decision=decision, facts=[f.to_dict() for f in qf.facts] if shows_facts else [])
+
+
+def train_command(model_name: str) -> str:
+    """The one command that builds a model's answer heads (issue 35)."""
+    return f"sqa eval --split train --model {model_name}"
+
+
 def head_for(model_name: str, kind: str, path: str | Path | None = None) -> AnswerHead:
     """The answer head to use: ``path`` if given, else ``$SQA_HOME/heads/<model>.<kind>.json``
-    (written by ``sqa train-head``), else the one shipped in the package. Raises SqaError if none."""
+    (written by ``sqa eval --split train``), else the one shipped in the package. Raises SqaError if none."""
     from sqa.paths import sqa_home
     from sqa.facts.head import shipped_head_path
 
@@ -254,8 +268,7 @@ def head_for(model_name: str, kind: str, path: str | Path | None = None) -> Answ
             head = AnswerHead.load(cand)
             head.check_size(size, model_name)
             return head
-    raise SqaError(f"no trained answer head ({kind}) for model {model_name}; train one with "
-                   f"`sqa train-head --model {model_name}` (or use --reader steps)")
+    raise SqaError(f"no answer head for model {model_name}; build its heads with `{train_command(model_name)}`")
 
 
 __all__ = ["FactsReader", "ORACLES", "PROMPT_VERSION", "head_for"]

@@ -1,5 +1,6 @@
-"""Training the answer head (``sqa train-head``): features over train-2061, cross-validated choice
-of the feature set, the fitted heads and their report.
+"""Training the answer head as the retired ``sqa train-head`` did (kept for bench/ scripts; today's
+runs use ``sqa.facts.crossfit`` through ``sqa eval --split train``): features over train-2061,
+cross-validated choice of the feature set, the fitted heads and their report.
 
 Protocol (the answer-quality issue): 5-fold cross-fitting grouped by StrategyQA ``term`` (questions
 on the same term never straddle folds; scikit-learn ``GroupKFold``), out-of-fold predictions for

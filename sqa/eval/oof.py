@@ -1,0 +1,98 @@
+"""The out-of-fold run of the facts reader (``sqa eval --split train | train-2061 | all``, and dev /
+test / ``--dataset`` questions a head was fitted on): every labelled question answered by a head
+fitted on the other folds (:func:`sqa.facts.crossfit.crossfit`), written as a usual run folder.
+
+The per-question features (:class:`sqa.facts.features.FeaturesStore`) are the resume state; the
+cross-fitting is deterministic, so ``traces.jsonl`` is rewritten whole from them at the end of
+every complete session (under the run folder's lock) and ``predictions.json``, ``metrics.json``,
+``report.md``/``report.png`` regenerated from it (:func:`sqa.eval.run_metrics.finalize_run`).
+``metrics.json`` adds ``protocol`` ("out-of-fold, 5 term-grouped folds"), ``out_of_fold`` (both
+heads' accuracy with its interval and AUC, with and without the demonstration questions, the
+feature set and C chosen in each fold, the seconds the cross-fitting took).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from sqa.eval.options import EvalOptions
+from sqa.eval.rundir import TRACES_FILE, TraceLog, now
+from sqa.eval.run_metrics import EvalSummary, finalize_run
+from sqa.facts.crossfit import CrossFit, crossfit
+from sqa.facts.prompt import QuestionFeatures, demo_qids
+from sqa.facts.reader import features_result
+from sqa.types import Question
+
+
+def oof_head_identity(folds: int, kind: str = "facts") -> str:
+    """The ``head`` option of an out-of-fold run (part of its identity in ``run.json``)."""
+    return f"out-of-fold, {folds} term-grouped folds ({kind} head)"
+
+
+def run_oof(options: EvalOptions, out_dir: str | Path, questions: Sequence[Question], records: dict[str, dict],
+            *, pool: Sequence[Question] = (), model: str, model_sha256: str | None, provenance: dict,
+            index_info: dict | None = None, kind: str = "facts", log=lambda s: None) -> tuple[EvalSummary, CrossFit]:
+    """Cross-fit ``questions`` (+ ``pool``: further labelled questions the heads are fitted on,
+    e.g. a head's ``fitted_qids`` when dev is evaluated; not written to the run) from their features
+    ``records`` (qid -> ``QuestionFeatures.to_dict()``, every one present), write the run folder and
+    return (summary, the cross-fit with the final heads). ``kind``: which head answers ("facts",
+    or "plain" for ``--no-retrieval``). Raises SqaError (from ``crossfit`` or the run lock)."""
+    out_dir = Path(out_dir)
+    demos = demo_qids()
+    rows = list(dict.fromkeys([q.qid for q in questions] + [q.qid for q in pool]))
+    by_id = {q.qid: q for q in [*pool, *questions]}
+    recs = [records[qid] for qid in rows]
+    y = [by_id[qid].answer for qid in rows]
+    groups = [by_id[qid].term or qid for qid in rows]
+    trainable = [qid not in demos for qid in rows]
+    cf = crossfit(recs, y, groups, trainable, model=model, model_sha256=model_sha256, provenance=provenance,
+                  folds=options.folds, log=log)
+    p = cf.p_facts if kind == "facts" and cf.p_facts is not None else cf.p_plain
+    kind = "facts" if p is cf.p_facts else "plain"
+    pos = {qid: i for i, qid in enumerate(rows)}
+    spec_by_fold = {f["fold"]: f[kind]["spec"] for f in cf.folds}
+    final_spec = cf.heads[kind].spec.name
+    done: dict[str, dict] = {}
+    out_lines = []
+    for q in questions:
+        i = pos[q.qid]
+        fold = int(cf.fold[i])
+        how = f"fold {fold + 1} of {options.folds}" if fold >= 0 else "final head, never fitted on it"
+        decision = f"head:{spec_by_fold.get(fold, final_spec)} ({cf.protocol}; {how})"
+        qf = QuestionFeatures.from_dict({**records[q.qid], "states": {}})
+        r = features_result(q, qf, float(p[i]), decision, k=options.k, model_name=model,
+                            shows_facts=kind == "facts", retrieval=options.retrieval)
+        rec = r.to_dict()
+        rec["qid"] = q.qid
+        secs = qf.seconds
+        rec["eval"] = {"gold": q.answer, "correct": None if q.answer is None else bool(r.answer) == q.answer,
+                       "fewshot_pool": "fixed demonstrations", "fold": fold, "demonstration": q.qid in demos,
+                       "seconds": round(sum(v for k, v in secs.items() if k in ("read", "select", "decompose")), 4),
+                       "batch_size": 1, "written_at": now()}
+        done[q.qid] = rec
+        out_lines.append(rec)
+    with TraceLog(out_dir / TRACES_FILE) as tl:  # derived from the features: rewritten whole
+        tl._f.flush()
+        os.ftruncate(tl._f.fileno(), 0)
+        tl.append(out_lines)
+    labelled_q = [q for q in questions if q.answer is not None]
+    yq = [by_id[q.qid].answer for q in labelled_q]
+    sub = CrossFit([q.qid for q in labelled_q], None if cf.p_facts is None else cf.p_facts[[pos[q.qid] for q in labelled_q]],
+                   cf.p_plain[[pos[q.qid] for q in labelled_q]], cf.fold[[pos[q.qid] for q in labelled_q]])
+    extra = {
+        "protocol": cf.protocol,
+        "protocol_note": (f"each labelled question answered by a head fitted on the other {options.folds - 1} folds "
+                          "(scikit-learn GroupKFold by StrategyQA term); feature set and C chosen inside each fold's "
+                          "training questions only (nested); the demonstration questions of the prompt are answered "
+                          "but never fitted on"),
+        "out_of_fold": {"answered_by": f"{kind} head", "all": sub.summary(yq),
+                        "without_demonstrations": sub.summary(yq, exclude=set(demos)),
+                        "demonstration_qids": sorted(q.qid for q in questions if q.qid in demos),
+                        "fitted_on_pool": len([1 for t, qid in zip(trainable, rows) if t and by_id[qid].answer is not None]),
+                        "folds": cf.folds, "final_heads": {k: h.spec.name for k, h in cf.heads.items()},
+                        "crossfit_seconds": round(cf.seconds, 1)},
+    }
+    summary = finalize_run(out_dir, options, questions, done, index_info=index_info, new=0, extra=extra)
+    return summary, cf

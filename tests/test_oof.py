@@ -1,0 +1,250 @@
+"""The features store (one parser/writer, torn-line repair only, one writer per directory), the
+out-of-fold cross-fitting (nested, term-grouped, demonstrations never fitted on) and the out-of-fold
+run folder, on synthetic records: no model is loaded (issues 34 item 1 and 35)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sqa.facts.crossfit import crossfit, crossfit_specs
+from sqa.facts.features import FactSettings, FeaturesStore, read_done, settings_key, store_meta
+from sqa.facts.prompt import QuestionFeatures, demo_qids, encode_state
+from sqa.facts.sources import Fact
+from sqa.types import Question, SqaError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _record(qid: str, answer: bool, rng, states: bool = True, dim: int = 80) -> dict:
+    """A features record whose hidden states and log-odds carry the answer (plus noise)."""
+    sign = 1.0 if answer else -1.0
+    st = {}
+    if states:
+        for name in ("plain", "f1", "f2"):
+            v = rng.normal(size=dim).astype(np.float32)
+            v[:4] += 0.8 * sign
+            st[name] = v
+    qf = QuestionFeatures(qid, f"question {qid}?", [Fact("a fact", "wikipedia", "A-1", 3.0),
+                                                    Fact("b fact", "train-facts", "q", 2.0)],
+                          ["A-1"], [5.0], st,
+                          {"plain": float(0.3 * sign + rng.normal()), "f1": float(0.5 * sign + rng.normal()),
+                           "f2": float(0.6 * sign + rng.normal())}, label=answer)
+    return qf.to_dict()
+
+
+def _synthetic(n: int = 120, states: bool = True, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    demos = sorted(demo_qids())[:2]
+    qids = demos + [f"q{i:03d}" for i in range(n - len(demos))]
+    y = [bool(rng.integers(0, 2)) for _ in qids]
+    recs = [_record(q, a, rng, states) for q, a in zip(qids, y)]
+    groups = [f"term{i // 2}" for i in range(len(qids))]  # two questions a term
+    trainable = [q not in demos for q in qids]
+    return recs, y, groups, trainable
+
+
+def test_a_damaged_complete_line_is_refused_and_nothing_is_truncated(tmp_path):
+    """Issue 34 item 1: garble line 3 of 19; the old repair cut the file to 2 records."""
+    rng = np.random.default_rng(1)
+    path = tmp_path / "train-2061.jsonl"
+    lines = [json.dumps(_record(f"q{i}", bool(i % 2), rng, dim=8)) for i in range(19)]
+    lines[2] = lines[2][:40] + "#garbled#" + lines[2][60:]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    before = path.read_bytes()
+    with pytest.raises(SqaError, match=r"train-2061\.jsonl:3: damaged features line"):
+        read_done(path, repair=True)
+    assert path.read_bytes() == before  # finished work kept
+
+
+def test_only_a_torn_last_line_is_cut(tmp_path):
+    rng = np.random.default_rng(2)
+    path = tmp_path / "f.jsonl"
+    whole = "".join(json.dumps(_record(f"q{i}", True, rng, dim=8)) + "\n" for i in range(5))
+    path.write_text(whole + '{"qid": "q5", "quest', encoding="utf-8")
+    assert len(read_done(path)) == 5 and not path.read_text().endswith("\n")  # readers leave the file alone
+    assert len(read_done(path, repair=True)) == 5 and path.read_text() == whole
+
+
+def _meta(**kw):
+    return store_meta("m", "ab" * 32, FactSettings(sentence_paragraphs=3, **kw), {"paragraph_count": 10, "corpus": "c"})
+
+
+def test_store_is_one_writer_and_checks_its_meta(tmp_path):
+    root = tmp_path / "features" / "m" / settings_key(FactSettings(sentence_paragraphs=3))
+    assert root.name == "facts-v1-k10-top3-w3t2-40w"
+    with FeaturesStore(root, _meta()) as store:
+        rng = np.random.default_rng(3)
+        store.append(_record("q1", True, rng, dim=8))
+        # a second writer, in another process, gets one line at once
+        code = ("import sys; from sqa.facts.features import FeaturesStore\n"
+                "from sqa.types import SqaError\n"
+                f"try:\n    FeaturesStore({str(root)!r}, {_meta()!r}).__enter__()\n"
+                "except SqaError as e:\n    print(e); sys.exit(2)\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                           env={"PYTHONPATH": str(REPO), "PATH": ""})
+        assert r.returncode == 2 and "another sqa run is writing these features" in r.stdout
+    with FeaturesStore(root, _meta()) as store:  # the lock is released; the record is there
+        assert list(store.read()) == ["q1"]
+    with pytest.raises(SqaError, match=r"features made with other settings \(facts\)"):
+        FeaturesStore(root, _meta(k=5)).__enter__()
+
+
+def test_import_checks_meta_and_skips_what_is_there(tmp_path):
+    rng = np.random.default_rng(4)
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps(_record(f"q{i}", True, rng, dim=8)) + "\n" for i in range(3)))
+    old_meta = {"model": "m", "model_sha256": "ab" * 32, "prompt": "facts-v1",
+                "facts": FactSettings(sentence_paragraphs=3).to_dict(), "index_paragraphs": 10, "index_preset": "mini"}
+    with FeaturesStore(tmp_path / "store", _meta()) as store:
+        done = store.read()
+        assert store.import_files([dump], old_meta, done) == (3, 0)
+        assert store.import_files([dump], old_meta, done) == (0, 3)
+        with pytest.raises(SqaError, match="other settings \\(model_sha256\\)"):
+            store.import_files([dump], {**old_meta, "model_sha256": "cd" * 32}, done)
+    with FeaturesStore(tmp_path / "store", _meta()) as store:
+        assert sorted(store.read()) == ["q0", "q1", "q2"]
+
+
+def test_crossfit_is_nested_term_grouped_and_never_fits_a_demonstration():
+    recs, y, groups, trainable = _synthetic()
+    cf = crossfit([dict(r) for r in recs], y, groups, trainable, model="m", model_sha256=None, provenance={"x": 1})
+    assert set(cf.fold.tolist()) == set(range(5))
+    for g in set(groups):  # a term never straddles folds
+        assert len({int(cf.fold[i]) for i, gg in enumerate(groups) if gg == g}) == 1
+    fitted = cf.heads["facts"].provenance["fitted_qids"]
+    assert set(fitted) == {r["qid"] for r, t in zip(recs, trainable) if t} and not set(fitted) & demo_qids()
+    assert cf.heads["plain"].spec.states == ("plain",) and cf.heads["facts"].provenance["x"] == 1
+    s = cf.summary(y)
+    assert s["facts"]["accuracy"] > 0.75 and s["facts"]["n"] == len(y)
+    # nested: flipping the labels of fold 0 changes nothing fold 0 is answered with
+    flipped = [(not v) if int(cf.fold[i]) == 0 else v for i, v in enumerate(y)]
+    cf2 = crossfit([dict(r) for r in recs], flipped, groups, trainable, model="m", model_sha256=None, provenance={})
+    zero = cf.fold == 0
+    assert np.allclose(cf.p_facts[zero], cf2.p_facts[zero]) and np.allclose(cf.p_plain[zero], cf2.p_plain[zero])
+    assert not np.allclose(cf.p_facts[~zero], cf2.p_facts[~zero])
+    # deterministic: the same records give the same answers
+    cf3 = crossfit([dict(r) for r in recs], y, groups, trainable, model="m", model_sha256=None, provenance={})
+    assert np.array_equal(cf.p_facts, cf3.p_facts)
+
+
+def test_records_without_hidden_states_get_log_odds_only_heads():
+    recs, y, groups, trainable = _synthetic(states=False)
+    cf = crossfit(recs, y, groups, trainable, model="served", model_sha256=None, provenance={})
+    for h in cf.heads.values():
+        assert h.spec.states == () and h.spec.log_odds
+    plain, facts = crossfit_specs(2, states=False)
+    assert facts[-1].log_odds == ("plain", "f1", "f2")
+
+
+def test_unlabelled_rows_are_answered_by_the_final_heads_and_too_few_terms_are_refused():
+    recs, y, groups, trainable = _synthetic()
+    y = list(y)
+    y[-1] = None
+    cf = crossfit(recs, y, groups, trainable, model="m", model_sha256=None, provenance={})
+    assert cf.fold[-1] == -1 and 0 <= cf.p_facts[-1] <= 1 and recs[-1]["qid"] not in cf.heads["facts"].provenance["fitted_qids"]
+    with pytest.raises(SqaError, match="at least 5 terms"):
+        crossfit(recs[:8], y[:8], ["t"] * 8, trainable[:8], model="m", model_sha256=None, provenance={})
+
+
+def test_oof_run_folder_says_out_of_fold_and_shows_only_what_is_defined(tmp_path):
+    from sqa.eval.oof import oof_head_identity, run_oof
+    from sqa.eval.options import EvalOptions
+
+    recs, y, groups, trainable = _synthetic()
+    questions = [Question(qid=r["qid"], question=r["question"], answer=a, term=g) for r, a, g in zip(recs, y, groups)]
+    options = EvalOptions(split="custom", dataset="synthetic.json:000000000000", model="m", decomposition="question",
+                          reader="facts", head=oof_head_identity(5), batch_size=1)
+    summary, cf = run_oof(options, tmp_path, questions, {r["qid"]: r for r in recs}, model="m", model_sha256=None,
+                          provenance={})
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["protocol"] == "out-of-fold, 5 term-grouped folds" and m["out_of_fold"]["answered_by"] == "facts head"
+    assert m["Accuracy"] == pytest.approx(m["out_of_fold"]["all"]["facts"]["accuracy"], abs=1e-4)
+    assert m["out_of_fold"]["without_demonstrations"]["facts"]["n"] == len(y) - 2
+    assert len(m["Accuracy_interval95"]) == 2 and m["AUC"] > 0.5
+    assert m["Recall@10"] is None and m["SARI"] is None and m["accuracy_by_steps"] == {}  # no annotations, no steps
+    report = (tmp_path / "report.md").read_text()
+    assert "by number of steps" not in report and "final answer: `?`" not in report
+    assert "final answer: `head:plain+f2" in report
+    traces = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
+    assert len(traces) == len(questions) and all("states" not in t for t in traces)
+    assert "out-of-fold, 5 term-grouped folds" in traces[0]["decision"]
+    run = json.loads((tmp_path / "run.json").read_text()) if (tmp_path / "run.json").exists() else None
+    assert run is None  # run.json is the CLI's (check_run_file); its head option names the protocol
+    assert oof_head_identity(5).startswith("out-of-fold, 5 term-grouped folds")
+
+
+def _features_lines(home: Path) -> list[str]:
+    files = sorted((home / "features").glob("*/*/*.jsonl"))
+    return [json.loads(x)["qid"] for f in files for x in f.read_text().splitlines() if x.strip()]
+
+
+@pytest.mark.slow
+def test_train_run_resumes_after_kill_9_and_ctrl_c_with_the_same_predictions(tmp_path, gold_index):
+    """Issue 35: kill -9 and Ctrl-C during `sqa eval --split train` (0.5B model, 12 questions), then
+    the same command: nothing read twice, the same predictions as an uninterrupted run, and heads."""
+    import os
+    import signal
+    import time
+
+    from sqa.models.registry import load_model
+    from sqa.paths import model_cache_dir
+
+    try:
+        load_model("qwen2.5-coder-0.5b", n_ctx=512)
+    except SqaError as e:
+        pytest.skip(f"0.5B model not available: {e}")
+    models = model_cache_dir()
+
+    def home(name: str) -> Path:
+        h = tmp_path / name
+        h.mkdir()
+        (h / "models").symlink_to(models)
+        return h
+
+    def cmd(h: Path, out: Path) -> tuple[list[str], dict]:
+        args = [sys.executable, "-c", "import sys; from sqa.cli import main; sys.exit(main(sys.argv[1:]))", "eval",
+                "--split", "train", "--limit", "12", "--model", "qwen2.5-coder-0.5b", "--index-dir",
+                str(gold_index.index_dir), "--out", str(out)]
+        return args, {**os.environ, "SQA_HOME": str(h), "PYTHONPATH": str(REPO)}
+
+    a, b = home("a"), home("b")
+    args, env = cmd(a, tmp_path / "run_a")
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert len(_features_lines(a)) == 12
+
+    def start_and_stop(sig, at: int) -> subprocess.Popen:
+        args, env = cmd(b, tmp_path / "run_b")
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+        t0 = time.time()
+        while len(_features_lines(b)) < at:
+            assert proc.poll() is None, proc.communicate()
+            assert time.time() - t0 < 600
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        proc.communicate(timeout=120)
+        return proc
+
+    assert start_and_stop(signal.SIGKILL, 3).returncode == -signal.SIGKILL
+    p = start_and_stop(signal.SIGINT, 7)
+    assert p.returncode == 130
+    args, env = cmd(b, tmp_path / "run_b")
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    qids = _features_lines(b)
+    assert len(qids) == len(set(qids)) == 12  # nothing read twice, nothing lost
+    pa = json.loads((tmp_path / "run_a" / "predictions.json").read_text())
+    pb = json.loads((tmp_path / "run_b" / "predictions.json").read_text())
+    assert pa == pb and len(pa) == 12
+    ma = json.loads((tmp_path / "run_a" / "metrics.json").read_text())
+    assert ma["protocol"] == "out-of-fold, 5 term-grouped folds"
+    assert (b / "heads" / "qwen2.5-coder-0.5b.facts.json").exists()
+    head = json.loads((b / "heads" / "qwen2.5-coder-0.5b.facts.json").read_text())
+    assert len(head["provenance"]["fitted_qids"]) == len(set(qids) - demo_qids())
