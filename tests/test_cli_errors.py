@@ -34,12 +34,18 @@ def test_usage_errors_are_one_line_and_exit_2(args, expect):
     assert "--help" in line
 
 
+@pytest.mark.parametrize("args", [["train-head"], ["train-head", "--limit", "20", "--features", "F"],
+                                  ["train-head", "--help"]])
+def test_train_head_is_retired_with_a_one_line_pointer(args):
+    line = one_error_line(run_sqa(args, timeout=60))
+    assert "`sqa train-head` is retired: `sqa eval --split train --model M`" in line
+
+
 @pytest.mark.parametrize("args, expect", [
-    (["train-head", "--sentence-paragraphs", "0"], "--sentence-paragraphs must be between 1 and 10 (got 0)"),
-    (["train-head", "--folds", "1"], "--folds must be at least 2 (got 1)"),
-    (["train-head", "--scorer", "tfidf"], "unknown fact scorer 'tfidf'; use bm25 or minilm"),
+    (["eval", "--split", "train", "--head", "h.json"], "--head with --split train: these questions are answered out-of-fold"),
+    (["features", "import", "nope.jsonl.xz"], "nope"),
 ])
-def test_train_head_bad_settings_are_one_line_before_any_model_loads(args, expect):
+def test_out_of_fold_usage_errors_are_one_line(args, expect, tmp_path):
     assert expect in one_error_line(run_sqa(args, timeout=60))
 
 

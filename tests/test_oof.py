@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from sqa.facts.crossfit import crossfit, crossfit_specs
-from sqa.facts.features import FactSettings, FeaturesStore, read_done, settings_key, store_meta
+from sqa.facts.features import FactSettings, read_done
+from sqa.facts.store import FeaturesStore, settings_key, store_meta
 from sqa.facts.prompt import QuestionFeatures, demo_qids, encode_state
 from sqa.facts.sources import Fact
 from sqa.types import Question, SqaError
@@ -82,7 +83,7 @@ def test_store_is_one_writer_and_checks_its_meta(tmp_path):
         rng = np.random.default_rng(3)
         store.append(_record("q1", True, rng, dim=8))
         # a second writer, in another process, gets one line at once
-        code = ("import sys; from sqa.facts.features import FeaturesStore\n"
+        code = ("import sys; from sqa.facts.store import FeaturesStore\n"
                 "from sqa.types import SqaError\n"
                 f"try:\n    FeaturesStore({str(root)!r}, {_meta()!r}).__enter__()\n"
                 "except SqaError as e:\n    print(e); sys.exit(2)\n")
@@ -170,7 +171,7 @@ def test_oof_run_folder_says_out_of_fold_and_shows_only_what_is_defined(tmp_path
     assert m["Recall@10"] is None and m["SARI"] is None and m["accuracy_by_steps"] == {}  # no annotations, no steps
     report = (tmp_path / "report.md").read_text()
     assert "by number of steps" not in report and "final answer: `?`" not in report
-    assert "final answer: `head:plain+f2" in report
+    assert "final answer: `facts head:plain+f2" in report
     traces = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
     assert len(traces) == len(questions) and all("states" not in t for t in traces)
     assert "out-of-fold, 5 term-grouped folds" in traces[0]["decision"]

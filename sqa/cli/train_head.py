@@ -5,7 +5,7 @@ once, answers every train question out-of-fold and writes M's answer heads to ``
 as a by-product. The old command name answers with that one line and exit code 2.
 
 ``sqa features import FILE... [--meta META] [--model M] [--index-dir DIR]`` seeds the features
-store of ``sqa eval`` (``$SQA_HOME/features/<model>/<settings>/``, :class:`sqa.facts.features.FeaturesStore`)
+store of ``sqa eval`` (``$SQA_HOME/features/<model>/<settings>/``, :class:`sqa.facts.store.FeaturesStore`)
 with features files read before (``.jsonl`` or ``.jsonl.xz``, e.g. the dumps listed in
 bench/results/features.md), after checking their ``meta.json`` (model, model sha256, prompt
 version, fact settings, index paragraph count) against the store's, so those questions are not
@@ -52,11 +52,15 @@ def features_import_command(
     backend: BackendOpt = "embedded",
 ) -> None:
     """Seed the features store of `sqa eval --split train` with features read before (checked against their meta.json)."""
-    from sqa.cli.eval import _model_sha
-    from sqa.facts.features import FactSettings, FeaturesStore, store_meta
+    from sqa.cli.eval_oof import _model_sha
+    from sqa.facts.features import FactSettings
+    from sqa.facts.store import FeaturesStore, store_meta
     from sqa.pipeline import index_info, open_index
     from sqa.strategyqa import questions_by_id
 
+    for f in files:
+        if not f.is_file():
+            raise SqaError(f"{f}: no such features file")
     meta_path = meta or files[0].parent / "meta.json"
     try:
         m = json.loads(meta_path.read_text(encoding="utf-8"))

@@ -54,13 +54,15 @@ def run_oof(options: EvalOptions, out_dir: str | Path, questions: Sequence[Quest
     pos = {qid: i for i, qid in enumerate(rows)}
     spec_by_fold = {f["fold"]: f[kind]["spec"] for f in cf.folds}
     final_spec = cf.heads[kind].spec.name
+    specs = sorted(set(spec_by_fold.values()))
     done: dict[str, dict] = {}
     out_lines = []
     for q in questions:
         i = pos[q.qid]
         fold = int(cf.fold[i])
-        how = f"fold {fold + 1} of {options.folds}" if fold >= 0 else "final head, never fitted on it"
-        decision = f"head:{spec_by_fold.get(fold, final_spec)} ({cf.protocol}; {how})"
+        # one read-out name for the run (report.md's "final answer"); the fold is in rec["eval"]["fold"]
+        decision = f"{kind} head:{' | '.join(specs)} ({cf.protocol})" if fold >= 0 else \
+            f"{kind} head:{final_spec} (final head, fitted on the labelled questions only)"
         qf = QuestionFeatures.from_dict({**records[q.qid], "states": {}})
         r = features_result(q, qf, float(p[i]), decision, k=options.k, model_name=model,
                             shows_facts=kind == "facts", retrieval=options.retrieval)

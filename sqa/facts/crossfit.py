@@ -16,7 +16,7 @@ Lean by design (the old ``sqa train-head`` compared 11 feature sets with a 9-val
 23 min at 2,290 questions on 2 cores): 2 facts feature sets + the plain one, 3 inner folds, C on a
 5-value grid (``C_STATES``, 1e-4..1e-2: on the 1.5B model's 2,055 train-2061 questions every
 chosen C was 3e-4..1e-3, bench/results/head.json) for hidden-state features (liblinear's dual
-solver, see ``_model``), 11 values for the few log-odds features of a model without hidden states
+solver, see ``_model``), 5 values (1e-3..10) for the few log-odds features of a model without hidden states
 (served models).
 """
 
@@ -33,7 +33,7 @@ import numpy as np
 from sqa.facts.head import SCALARS, AnswerHead, FeatureSpec, accuracy_interval, feature_vector, scalar_features
 
 C_STATES = tuple(float(c) for c in np.logspace(-4, -2, 5))
-C_LOG_ODDS = tuple(float(c) for c in np.logspace(-4, 1, 11))
+C_LOG_ODDS = tuple(float(c) for c in np.logspace(-3, 1, 5))
 PROTOCOL = "out-of-fold, {folds} term-grouped folds"
 
 
