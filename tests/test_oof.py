@@ -185,6 +185,87 @@ def _features_lines(home: Path) -> list[str]:
     return [json.loads(x)["qid"] for f in files for x in f.read_text().splitlines() if x.strip()]
 
 
+FAKE_MODEL = """
+import signal, sys, time, zlib
+import numpy as np
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import sqa.models.registry as R
+
+
+class StateModel:
+    \"\"\"A deterministic stand-in reader: each prompt's state and log-odds from its CRC32, 0.2 s a question.\"\"\"
+    name = "fake-states"
+    path = None
+
+    def hidden_states(self, prompts):
+        time.sleep(0.2)
+        out = []
+        for p in prompts:
+            v = np.random.default_rng(zlib.crc32(str(p).encode())).normal(size=16).astype(np.float32)
+            out.append((v, float(v[0])))
+        return out
+
+
+R.load_model = lambda *a, **kw: StateModel()
+from sqa.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _train_run(home: Path, out: Path, index_dir, limit: int = 12) -> tuple[list[str], dict]:
+    args = [sys.executable, "-c", FAKE_MODEL, "eval", "--split", "train", "--limit", str(limit), "--model",
+            "fake-states", "--index-dir", str(index_dir), "--out", str(out)]
+    return args, {**__import__("os").environ, "SQA_HOME": str(home), "PYTHONPATH": str(REPO)}
+
+
+def _stop_at(args, env, home: Path, sig, at: int) -> subprocess.CompletedProcess:
+    import signal
+    import time
+
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    t0 = time.time()
+    while len(_features_lines(home)) < at:
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() - t0 < 300
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def test_train_run_resumes_after_kill_9_and_ctrl_c_reading_nothing_twice(tmp_path, gold_index):
+    """Issue 35 done-when, with a deterministic stand-in model: kill -9 and Ctrl-C during `sqa eval
+    --split train`, then the same command: every question's features read once, the same
+    predictions as an uninterrupted run, the heads written with the qids they were fitted on."""
+    import signal
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    args, env = _train_run(a, tmp_path / "run_a", gold_index.index_dir)
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "out-of-fold, 5 term-grouped folds" in r.stdout
+    args, env = _train_run(b, tmp_path / "run_b", gold_index.index_dir)
+    assert _stop_at(args, env, b, signal.SIGKILL, 3).returncode == -signal.SIGKILL
+    r = _stop_at(args, env, b, signal.SIGINT, 7)
+    assert r.returncode == 130 and "run the same command to continue" in r.stderr, r.stderr
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    qids = _features_lines(b)
+    assert len(qids) == len(set(qids)) == 12  # nothing read twice, nothing lost
+    pa = json.loads((tmp_path / "run_a" / "predictions.json").read_text())
+    pb = json.loads((tmp_path / "run_b" / "predictions.json").read_text())
+    assert pa == pb and len(pa) == 12
+    head = json.loads((b / "heads" / "fake-states.facts.json").read_text())
+    assert sorted(head["provenance"]["fitted_qids"]) == sorted(set(qids) - demo_qids())
+    run = json.loads((tmp_path / "run_b" / "run.json").read_text())
+    assert run["options"]["head"] == "out-of-fold, 5 term-grouped folds (facts head)"
+    # the same command on a finished run reads nothing and gives the same predictions
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and len(_features_lines(b)) == 12
+    assert json.loads((tmp_path / "run_b" / "predictions.json").read_text()) == pa
+
+
 @pytest.mark.slow
 def test_train_run_resumes_after_kill_9_and_ctrl_c_with_the_same_predictions(tmp_path, gold_index):
     """Issue 35: kill -9 and Ctrl-C during `sqa eval --split train` (0.5B model, 12 questions), then
