@@ -264,6 +264,22 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_reading_nothing_twice(tmp_pat
     r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and len(_features_lines(b)) == 12
     assert json.loads((tmp_path / "run_b" / "predictions.json").read_text()) == pa
+    # a --dataset of questions the head was fitted on is answered out-of-fold, never in-sample
+    from sqa.strategyqa import questions_by_id
+
+    known = questions_by_id()
+    seen = [q for q in head["provenance"]["fitted_qids"]][:3]
+    ds = tmp_path / "mine.json"
+    ds.write_text(json.dumps([{"qid": q, "question": known[q].question, "answer": known[q].answer,
+                               "term": known[q].term} for q in seen]))
+    r = subprocess.run(args[:4] + ["--dataset", str(ds), "--model", "fake-states", "--index-dir",
+                                   str(gold_index.index_dir), "--out", str(tmp_path / "run_ds")],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "run_ds" / "metrics.json").read_text())
+    assert m["protocol"] == "out-of-fold, 5 term-grouped folds" and m["n"] == 3 and len(_features_lines(b)) == 12
+    for qid in seen:  # the same out-of-fold answers as the train run's
+        assert json.loads((tmp_path / "run_ds" / "predictions.json").read_text())[qid]["answer"] == pb[qid]["answer"]
 
 
 @pytest.mark.slow
