@@ -90,7 +90,8 @@ def load_head(model: str, retrieval: bool, oracle: str | None, path: str | Path 
                            "then answered out-of-fold), or leave those questions out")
     if trained_on == "train-2061" and split in ("train", "train-2061", "all"):
         raise SqaError(f"the answer head was trained on train-2061, so its accuracy on {split} would be in-sample; "
-                       f"leave --head out: `sqa eval --split {split}` answers it out-of-fold")
+                       + ("evaluate the oracles on dev" if oracle else
+                          f"leave --head out: `sqa eval --split {split}` answers it out-of-fold"))
     digest = hashlib.sha256(json.dumps({"spec": h.spec.to_dict(), "coef": h.coef.tolist()[:64], "b": h.intercept,
                                         "model": h.model}, sort_keys=True).encode()).hexdigest()[:12]
     return h, f"{kind}:{digest}"
