@@ -356,3 +356,19 @@ def test_a_model_without_a_head_is_told_the_one_command_that_builds_it(args, tmp
                                   env={"SQA_HOME": str(tmp_path)}, timeout=120, cwd=tmp_path))
     assert line == ("error: no answer head for model qwen2.5-coder-0.5b; build its heads with "
                     "`sqa eval --split train --model qwen2.5-coder-0.5b`")
+
+
+def test_extract_into_a_file_another_process_writes_is_refused_at_once(tmp_path):
+    from sqa.facts.features import FactSelector, extract
+
+    path = tmp_path / "train-2061.jsonl"
+    code = ("import fcntl, sys, time\n"
+            f"f = open({str(path)!r}, 'a'); fcntl.flock(f.fileno(), fcntl.LOCK_EX); print('locked', flush=True)\n"
+            "sys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(SqaError, match="another sqa run is writing these features"):
+            extract(object(), FactSelector(), [Question(qid="q1", question="Is it?")], path)
+    finally:
+        holder.communicate("")

@@ -239,6 +239,21 @@ def read_done(path: Path, repair: bool = False) -> dict[str, dict]:
     return done
 
 
+def lock_exclusive(f, path: Path | str) -> None:
+    """Take an exclusive ``fcntl.flock`` on the open file ``f`` (released when it is closed);
+    SqaError at once when another process holds it."""
+    import errno
+    import fcntl
+
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise SqaError(f"{path}: another sqa run is writing these features (one writer per features "
+                           "directory); wait for it to finish") from None
+        raise
+
+
 def append_record(f, rec: dict) -> None:
     """Append one features record to the open JSON-lines file ``f`` and fsync it, so a kill loses
     at most the question being read (``read_done(repair=True)`` drops a torn line)."""
@@ -282,8 +297,9 @@ def extract(model, selector: FactSelector, questions: Sequence[Question], path: 
         raise SqaError("these fact settings read step facts: pass a decomposer (sqa.steps.decomposer.Decomposer)")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    done = read_done(path, repair=True)
     with open(path, "a", encoding="utf-8") as f:
+        lock_exclusive(f, path)  # one writer per file: a second one would read the same questions again
+        done = read_done(path, repair=True)
         for q in questions:
             if q.qid in done:
                 continue

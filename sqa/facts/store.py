@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Callable, Sequence
 
-from sqa.facts.features import FactSelector, FactSettings, append_record, parse_features, question_features, read_done
+from sqa.facts.features import (FactSelector, FactSettings, append_record, lock_exclusive, parse_features,
+                                question_features, read_done)
 from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
 from sqa.types import Question, SqaError
 
@@ -74,20 +75,14 @@ class FeaturesStore:
         return sqa_home() / "features" / Path(model_name).name / settings_key(settings)
 
     def __enter__(self) -> "FeaturesStore":
-        import errno
-        import fcntl
-
         if self.root.exists() and not self.root.is_dir():
             raise SqaError(f"{self.root}: is a file, not a features directory")
         self.root.mkdir(parents=True, exist_ok=True)
         f = open(self.root / "lock", "a+b")
         try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
+            lock_exclusive(f, self.root)
+        except BaseException:
             f.close()
-            if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise SqaError(f"{self.root}: another sqa run is writing these features (one writer per features "
-                               "directory); wait for it to finish") from None
             raise
         self._lock = f
         try:
