@@ -90,6 +90,7 @@ class Choice:
 
     @property
     def loss(self) -> float:
+        """Mean inner-fold log-loss at the chosen C."""
         return float(self.fold_loss.mean())
 
 

@@ -70,6 +70,7 @@ class FeaturesStore:
 
     @staticmethod
     def default_root(model_name: str, settings: FactSettings) -> Path:
+        """``$SQA_HOME/features/<model file name>/<settings_key(settings)>``."""
         from sqa.paths import sqa_home
 
         return sqa_home() / "features" / Path(model_name).name / settings_key(settings)
@@ -120,6 +121,7 @@ class FeaturesStore:
         tmp.replace(path)
 
     def path(self, part: str) -> Path:
+        """The JSON-lines file of one part (``part_of``)."""
         return self.root / f"{part}.jsonl"
 
     def read(self) -> dict[str, dict]:
