@@ -114,7 +114,7 @@ def _eval_oof(*, split, limit, out, model, k, folds, retrieval, idx, backend, qu
         need = [q for q in questions if q.qid not in done]
         if need:
             _read_features(store, need, done, model, settings, idx, backend, err, total=len(questions))
-        err.print(f"cross-fitting {len(questions) + len(pool):,} questions ({folds} term-grouped folds)…")
+        err.print(f"cross-fitting {len({q.qid for q in [*questions, *pool]}):,} questions ({folds} term-grouped folds)…")
         prov = {"prompt": store.meta["prompt"], "facts": settings.to_dict(), "fitted_on": split if not pool else
                 "the questions of the head it replaces", "index": info.get("preset"),
                 "index_identity": store.meta["index"], "features": str(Path("features") / safe / store.root.name)}
