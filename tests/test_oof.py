@@ -335,7 +335,7 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_with_the_same_predictions(tmp
 
 @pytest.mark.parametrize("args", [["ask", "Can a goldfish drive a car?"], ["eval", "--split", "dev"]])
 def test_a_model_without_a_head_is_told_the_one_command_that_builds_it(args, tmp_path, gold_index):
-    from cli_helpers import one_error_line, run_sqa
+    from helpers import one_error_line, run_sqa
 
     line = one_error_line(run_sqa(args + ["--model", "qwen2.5-coder-0.5b", "--index-dir", str(gold_index.index_dir)],
                                   env={"SQA_HOME": str(tmp_path)}, timeout=120, cwd=tmp_path))
