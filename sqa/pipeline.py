@@ -97,6 +97,20 @@ def load_head(model: str, retrieval: bool, oracle: str | None, path: str | Path 
     return h, f"{kind}:{digest}"
 
 
+def check_head_states(head, model: str | LanguageModel) -> None:
+    """Raise SqaError (one line) when ``head`` reads hidden states and ``model`` (a name, or a loaded
+    model) gives none: a served model (``openai:NAME``) returns log-odds only, so its head must be
+    one of log-odds features (``sqa train-head --model openai:NAME`` fits one)."""
+    from sqa.models.registry import is_served
+
+    name = model if isinstance(model, str) else getattr(model, "name", "")
+    no_states = is_served(name) if isinstance(model, str) else getattr(model, "has_hidden_states", True) is False
+    if no_states and head.spec.states:
+        raise SqaError(f"the answer head ({head.spec.name}) reads hidden states, which the served model {name} does not "
+                       f"return; pass --head with a log-odds head (`sqa train-head --model {name}` fits one) or use "
+                       "--preset steps")
+
+
 @dataclass
 class Pipeline:
     """A ready reader and what it was built on: ``backend`` (None without retrieval) for showing
@@ -114,15 +128,17 @@ class Pipeline:
 
 def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Path | None = None,
                  backend: str = "embedded", k: int = 10, *, head=None, features_cache: str | Path | None = None,
-                 fewshot_pool: Sequence[Question] | None = None, retriever: str = "step") -> Pipeline:
+                 fewshot_pool: Sequence[Question] | None = None, retriever: str = "step",
+                 base_url: str | None = None) -> Pipeline:
     """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
     fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
     for ``sqa.steps.models.load_model``, or a loaded ``LanguageModel``).
 
     Facts reader: ``head`` (from :func:`load_head`; loaded here when None) is checked against the
     model; ``features_cache`` is a features file (``sqa.facts.features``). Steps reader:
-    ``fewshot_pool`` = the questions demonstrations come from (default train-2061). Raises SqaError
-    for a missing index, model or head."""
+    ``fewshot_pool`` = the questions demonstrations come from (default train-2061). ``base_url``:
+    the server of a served model (``openai:NAME``). Raises SqaError for a missing index, model or
+    head, and for a head that reads hidden states with a served model (which gives none)."""
     from sqa.models.registry import load_model
     from sqa.paths import default_index_dir
 
@@ -138,7 +154,8 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
             name = model if isinstance(model, str) else model.name
             if head is None:
                 head, _ = load_head(name, preset.retrieval, preset.oracle)
-            lm = load_model(model) if isinstance(model, str) else model
+            check_head_states(head, name if isinstance(model, str) else model)
+            lm = load_model(model, base_url=base_url) if isinstance(model, str) else model
             head.check_model(Path(name).name, model_sha256(lm))
             from sqa.paths import sqa_home
 
@@ -148,7 +165,7 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
             from sqa.steps.prompts import DemoSelector
             from sqa.steps.reader import StepsReader
 
-            lm = load_model(model) if isinstance(model, str) else model
+            lm = load_model(model, base_url=base_url) if isinstance(model, str) else model
             reader = StepsReader(lm, ret, k, retrieval=preset.retrieval,
                               demo_selector=DemoSelector(fewshot_pool) if fewshot_pool is not None else None)
     except BaseException:
@@ -159,7 +176,7 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
 
 
 def reader_factory(preset: Preset, model: str, index_dir: str | Path, backend: str = "embedded", k: int = 10, *,
-                   head=None, features_cache: str | Path | None = None) -> Callable:
+                   head=None, features_cache: str | Path | None = None, base_url: str | None = None) -> Callable:
     """``pool -> reader`` for ``sqa.eval.runner.run_eval``: builds the reader once (the model loads
     once); the steps reader then switches its few-shot pool per cross-fitting fold, the facts
     reader's demonstrations are fixed so the pool does not change it."""
@@ -169,7 +186,7 @@ def reader_factory(preset: Preset, model: str, index_dir: str | Path, backend: s
         p = state.get("pipeline")
         if p is None:
             p = state["pipeline"] = build_reader(preset, model, index_dir, backend, k, head=head,
-                                                 features_cache=features_cache,
+                                                 features_cache=features_cache, base_url=base_url,
                                                  fewshot_pool=pool.questions if pool is not None else None)
             return p.reader
         if preset.reader == "steps":

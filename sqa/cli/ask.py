@@ -18,7 +18,8 @@ from rich.tree import Tree
 from rich.markup import escape
 
 from sqa.cli import app
-from sqa.cli.common import BackendOpt, IndexDirOpt, PresetOpt, choose_preset, resolve_index_dir
+from sqa.cli.common import BackendOpt, BaseUrlOpt, IndexDirOpt, PresetOpt, choose_preset, resolve_index_dir, \
+    served_warning
 from sqa.types import MAX_K, Question, SqaError
 
 
@@ -31,7 +32,9 @@ def _snippet(text: str, width: int = 160) -> str:
 def ask_command(
     question: Annotated[str, typer.Argument(help="A yes/no question, e.g. \"Could a llama birth twice during the Vietnam War?\"")],
     model: Annotated[str, typer.Option("--model", help="qwen2.5-coder-1.5b (default), qwen2.5-coder-0.5b, a .gguf file, "
-                                                       "or a Hugging Face checkpoint name/directory (transformers).")]
+                                                       "openai:NAME (a model behind an OpenAI-compatible server, see "
+                                                       "--base-url) or a Hugging Face checkpoint name/directory "
+                                                       "(transformers).")]
     = "qwen2.5-coder-1.5b",
     k: Annotated[int, typer.Option("-k", "--k", help="Evidence paragraphs retrieved per step and for the question (top-k).")] = 10,
     decomposition: Annotated[Optional[str], typer.Option("--decomposition", help="The steps reader only: predicted "
@@ -52,6 +55,7 @@ def ask_command(
                                                  show_default=False)] = None,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
+    base_url: BaseUrlOpt = None,
 ) -> None:
     """Answer a yes/no question with a preset's reader (default facts) and show the evidence."""
     from sqa.pipeline import build_reader
@@ -67,11 +71,13 @@ def ask_command(
     decomposition = decomposition or "predicted"
     err = Console(stderr=True)
     if chosen.reader == "facts":
-        return _ask_facts(question, model, k, chosen, as_json, steps, head, resolve_index_dir(index_dir), backend, err)
+        return _ask_facts(question, model, k, chosen, as_json, steps, head, resolve_index_dir(index_dir), backend, err,
+                          base_url)
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        pipe = build_reader(chosen, model, resolve_index_dir(index_dir), backend, k)
+        pipe = build_reader(chosen, model, resolve_index_dir(index_dir), backend, k, base_url=base_url)
     with err.status("reasoning…", spinner="dots"):
         result = pipe.reader.answer_batch([Question(qid="", question=question)], decomposition=decomposition)[0]
+    served_warning(pipe.model, err)
     result.qid = None
     if as_json:
         typer.echo(_json_text(result.to_ask_json(), model))
@@ -125,12 +131,12 @@ def _json_text(obj: dict, model: str) -> str:
 
 
 def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: bool, head, index_dir,
-               backend: str, err: Console) -> None:
+               backend: str, err: Console, base_url: str | None = None) -> None:
     """``sqa ask`` with the facts reader: facts (with their sources) and the head's answer; with
     ``--steps`` the decomposer's steps too (for the reader of the output; the answer does not use them)."""
     import time
 
-    from sqa.pipeline import build_reader, load_head, open_index
+    from sqa.pipeline import build_reader, check_head_states, load_head, open_index
     from sqa.models.registry import resolve_gguf
 
     no_retrieval = not preset.retrieval
@@ -138,8 +144,9 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
         open_index(index_dir, backend).close()  # a missing index is named before the model loads
     resolve_gguf(model)  # a missing .gguf file is named before the head is looked for
     h, _ = load_head(model, preset.retrieval, preset.oracle, head)
+    check_head_states(h, model)  # a head that reads hidden states, with a served model: named before it loads
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        reader = build_reader(preset, model, index_dir, backend, k, head=h).reader
+        reader = build_reader(preset, model, index_dir, backend, k, head=h, base_url=base_url).reader
     t = time.perf_counter()
     with err.status("reading…", spinner="dots"):
         result = reader.answer_batch([Question(qid="", question=question)], decomposition="question")[0]
@@ -149,6 +156,7 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
         t_steps = time.perf_counter()
         step_facts, demos_by = _show_steps(question, reader, result, k, err)
         result.timings["steps"] = round(time.perf_counter() - t_steps, 3)
+    served_warning(reader.model, err)
     result.timings["total"] = round(time.perf_counter() - t, 3)
     result.qid = None
     if as_json:

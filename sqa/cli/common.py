@@ -21,6 +21,24 @@ BackendOpt = Annotated[
 ]
 
 
+BaseUrlOpt = Annotated[
+    Optional[str],
+    typer.Option("--base-url", help="With --model openai:NAME: the OpenAI-compatible server (vLLM, SGLang, llama.cpp's "
+                                    "server, Ollama), e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL, else "
+                                    "that); the key comes from $OPENAI_API_KEY.", show_default=False),
+]
+
+
+def served_warning(model, err) -> None:
+    """Print one ``warning:`` line on ``err`` (a rich Console) when a served model's yes/no
+    read-outs found neither Yes nor No among the server's top logprobs (``sqa.models.openai``)."""
+    stats = getattr(model, "readout_stats", None)
+    if stats and stats.get("missing"):
+        err.print(f"warning: {stats['missing']} of {stats['readouts']} yes/no read-outs had neither Yes nor No among "
+                  f"the server's top {getattr(model, 'top_logprobs', '?')} logprobs and were read as 0.5",
+                  markup=False, highlight=False)
+
+
 def resolve_index_dir(index_dir: Optional[Path]) -> Path:
     """``--index-dir`` with ``~`` expanded, or the default ``$SQA_HOME/index``."""
     return Path(index_dir).expanduser() if index_dir else default_index_dir()

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sqa.cli import app
-from sqa.cli.common import BackendOpt, IndexDirOpt, PresetOpt, choose_preset, resolve_index_dir
+from sqa.cli.common import BackendOpt, BaseUrlOpt, IndexDirOpt, PresetOpt, choose_preset, resolve_index_dir
 from sqa.cli.eval_retrieval import eval_retrieval_command
 from sqa.types import SqaError
 
@@ -52,7 +52,8 @@ class _RateColumn(ProgressColumn):
 
 
 def _default_out(split: str, decomposition: str, model: str) -> Path:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model).name if ("/" in model or model.endswith(".gguf")) else model)
+    local = ("/" in model or model.endswith(".gguf")) and not model.startswith("openai:")
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model).name if local else model)
     return Path("runs") / "eval" / f"{split}-{decomposition}-{stem}"
 
 
@@ -107,8 +108,9 @@ def eval_command(
     features_cache: Annotated[Optional[Path], typer.Option("--features-cache", help="A features file (JSON lines of the "
                                                            "facts reader's records) made with the same model and settings: questions in it are "
                                                            "not read again.", show_default=False)] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Model name, .gguf path or Hugging Face checkpoint "
-                                                 "(default: qwen2.5-coder-1.5b).", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Model name, .gguf path, openai:NAME (served, see "
+                                                 "--base-url) or Hugging Face checkpoint (default: qwen2.5-coder-1.5b).",
+                                                 show_default=False)] = None,
     k: Annotated[int, typer.Option("-k", "--k", help="Paragraphs retrieved per step (top-k).")] = 10,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Questions per reader.answer_batch call (GPU: run in lockstep). Each answered question is fsync'd to traces.jsonl at once.")] = 32,
     folds: Annotated[int, typer.Option("--folds", help="Cross-fitting folds for few-shot examples on train / train-2061 / all.")] = 5,
@@ -119,6 +121,7 @@ def eval_command(
     backend: BackendOpt = "embedded",
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first bad --dataset entry instead of skipping "
                                          "and counting it.")] = False,
+    base_url: BaseUrlOpt = None,
 ) -> None:
     """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out."""
     if ctx.invoked_subcommand is not None:
@@ -149,6 +152,8 @@ def eval_command(
         dataset_id = f"{dataset.name}:{_digest(dataset)}"
     idx = resolve_index_dir(index_dir)
     head_obj = head_id = None
+    if base_url and not model.startswith("openai:"):
+        raise SqaError(f"--base-url goes with a served model (--model openai:NAME), not {model!r}")
     questions = select_questions(split, limit) if dataset_questions is None else dataset_questions[:limit] \
         if limit else dataset_questions
     if reader == "facts" and oracle is None:
@@ -162,7 +167,10 @@ def eval_command(
                       preset=chosen.name, stem=dataset.stem if dataset is not None else split)
             return
     if reader == "facts":
+        from sqa.pipeline import check_head_states
+
         head_obj, head_id = load_head(model, retrieval, oracle, head, split, dataset_questions)
+        check_head_states(head_obj, model)
     options = EvalOptions(split=split, model=model, decomposition=decomposition, k=k, backend=backend, folds=folds,
                           limit=limit, batch_size=batch_size, retrieval=retrieval, reader=reader, oracle=oracle,
                           head=head_id or "", dataset=dataset_id, preset=chosen.name)
@@ -185,7 +193,8 @@ def eval_command(
                 tasks.append(progress.add_task(split, total=p.total, completed=p.done, acc=acc))
             progress.update(tasks[0], completed=p.done, acc=acc)
 
-        factory = reader_factory(chosen, model, idx, backend, k, head=head_obj, features_cache=features_cache)
+        factory = reader_factory(chosen, model, idx, backend, k, head=head_obj, features_cache=features_cache,
+                                 base_url=base_url)
         summary = run_eval(options, out_dir, factory, questions=questions, index_info=info, on_progress=on_progress)
     if summary.repaired_bytes:
         console.print(f"dropped a cut last line ({summary.repaired_bytes} bytes) of {out_dir}/traces.jsonl")

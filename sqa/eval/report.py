@@ -64,6 +64,9 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         f"| share of \"yes\" answers | {_fmt(metrics['yes_rate'])} |",
         f"| ECE (10 bins) | {_fmt(metrics['ECE'])} |",
         f"| seconds / question | {_fmt(metrics['seconds_per_question'], 2)} |",
+        *([f"| yes/no read-outs with neither Yes nor No in the server's top logprobs (read as 0.5) | "
+           f"{metrics['yes_no_unread']['missing']} of {metrics['yes_no_unread']['readouts']} "
+           f"({metrics['yes_no_unread']['one_sided']} with one side only) |"] if metrics.get("yes_no_unread") else []),
         "",
     ]
     if metrics.get("signals"):

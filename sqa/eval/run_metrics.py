@@ -179,6 +179,7 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
         pools[r["fewshot_pool"] or "?"] = pools.get(r["fewshot_pool"] or "?", 0) + 1
         used_examples.update(r["fewshot_qids"] or ())
     yes_rate = sum(r["answer"] for r in rows) / len(rows) if rows else None
+    unread = yes_no_unread(done, questions)
     return {
         "split": options.split,
         "n": scores["count"],
@@ -215,8 +216,23 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
                                      "the next (batch start for the first), mean over answered questions of all "
                                      "sessions of this run (model loading not included)",
         "phase_seconds_mean": {k: sum(v) / len(v) for k, v in sorted(phases.items())},
+        **({"yes_no_unread": unread} if unread else {}),
         "written_at": now(),
     }
+
+
+def yes_no_unread(done: dict[str, dict], questions: Sequence[Question]) -> dict | None:
+    """For a run through a served model (``sqa.models.openai``): how many yes/no read-outs found
+    neither Yes nor No among the server's top logprobs (``missing``, read as 0.5) or only one side
+    (``one_sided``), of ``readouts``, summed over the trace records; None when no record counts them."""
+    recs = [done[q.qid]["eval"]["yes_no_unread"] for q in questions
+            if q.qid in done and isinstance(done[q.qid].get("eval", {}).get("yes_no_unread"), dict)]
+    if not recs:
+        return None
+    out = {k: sum(int(r.get(k, 0)) for r in recs) for k in ("readouts", "missing", "one_sided")}
+    out["note"] = ("served model: read-outs whose top logprobs held neither Yes nor No (missing, read as P(yes) 0.5) "
+                   "or one side only (the other taken at the last listed token's probability); sqa.models.openai")
+    return out
 
 
 def finalize_run(out_dir: str | Path, options: EvalOptions, questions: Sequence[Question], done: dict[str, dict],

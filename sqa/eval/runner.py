@@ -13,6 +13,7 @@ The reader is anything with ``answer_batch(questions, decomposition=..., on_resu
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -29,6 +30,7 @@ from sqa.eval.run_metrics import (METRICS_FILE, PREDICTIONS_FILE, REPORT_MD, REP
                                   finalize_run, question_rows, signal_accuracy)
 from sqa.eval.rundir import (RUN_FILE, TRACES_FILE, TraceLog, check_run_file, now, read_traces,  # noqa: F401
                              result_from_dict)
+from sqa.jsonio import write_json_atomic
 from sqa.trace import ReasoningResult
 from sqa.types import BatchReader, Question, SqaError
 
@@ -115,10 +117,14 @@ def run_eval(
         if on_progress:
             on_progress(stats)
         pending = [q for q in questions if q.qid not in done]
+        reported: dict[int, dict] = {}
         try:
             try:
                 for pool, group in plan_fewshot(options.split, pending, options.folds):
                     reader = reader_for(pool)
+                    model = getattr(reader, "model", None)
+                    readouts = getattr(model, "readout_stats", None)  # a served model's yes/no read-out counts
+                    _record_server(out_dir, getattr(model, "server_info", None))
                     for batch in _batches(group, options.batch_size):
                         clock = [time.perf_counter()]
                         written: list[dict] = []
@@ -134,6 +140,12 @@ def run_eval(
                             now = time.perf_counter()
                             rec = _record(q, r, pool, now - clock[0], len(batch))
                             clock[0] = now
+                            if readouts is not None:
+                                # unread since the last written question (in a lockstep batch the
+                                # first question written carries the batch's count; the sum is exact)
+                                seen = reported.get(id(readouts), {"missing": 0, "one_sided": 0, "readouts": 0})
+                                rec["eval"]["yes_no_unread"] = {k: readouts[k] - seen[k] for k in seen}
+                                reported[id(readouts)] = dict(readouts)
                             with _defer_sigint():  # the line and the bookkeeping, or neither
                                 log.append([rec])
                                 written.append(rec)
@@ -170,6 +182,22 @@ def run_eval(
     summary.interrupted = interrupted
     summary.repaired_bytes = log.repaired_bytes
     return summary
+
+
+def _record_server(out_dir: Path, info: dict | None) -> None:
+    """Add ``info`` (a served model's ``server_info``: API, URL without credentials, model, engine)
+    to ``run.json`` as ``"server"``: where this session's answers came from (not part of the run's
+    identity, so a run resumes against another server with the same model name)."""
+    if not info:
+        return
+    path = out_dir / RUN_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if recorded.get("server") != info:
+        recorded["server"] = info
+        write_json_atomic(path, recorded)
 
 
 def _check_qid(q: Question, r: ReasoningResult) -> None:

@@ -166,7 +166,7 @@ def read_question(model, question: Question | str, facts: Sequence[Fact], *, qid
                   plain: bool = True) -> QuestionFeatures:
     """Run the reader over one question: the plain prompt (if ``plain``) and the facts prompt,
     reading out after each fact line. ``model`` must have ``hidden_states(prompts)`` (llama.cpp and
-    transformers models do). Raises whatever the model raises (SqaError for a prompt over the
+    transformers models give states; a served model gives None, and the record then holds log-odds only). Raises whatever the model raises (SqaError for a prompt over the
     context)."""
     text = question.question if isinstance(question, Question) else question
     label = question.answer if isinstance(question, Question) else None
@@ -179,7 +179,8 @@ def read_question(model, question: Question | str, facts: Sequence[Fact], *, qid
     prompts += [(f"f{i}", p) for i, p in enumerate(facts_prompts(text, [f.text for f in facts]), start=1)]
     t = time.perf_counter()
     for (name, _), (h, lo) in zip(prompts, model.hidden_states([p for _, p in prompts])):
-        qf.states[name] = h
+        if h is not None:  # a served model (sqa.models.openai) gives log-odds only
+            qf.states[name] = h
         qf.log_odds[name] = lo
     qf.seconds["read"] = time.perf_counter() - t
     return qf

