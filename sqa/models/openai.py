@@ -3,7 +3,8 @@
 
 The server is ``--base-url URL``, else ``$OPENAI_BASE_URL``, else ``http://127.0.0.1:8000/v1``
 (vLLM's default); the key is ``$OPENAI_API_KEY`` (the variables the OpenAI SDK reads; a local server
-needs none). The HTTP client is the official ``openai`` SDK (``pip install 'sqa[server]'``): its
+needs none). A ``user:password@`` in the URL is sent as HTTP basic auth (httpx's rule, e.g. for a
+reverse proxy) in place of the key, and shown and recorded without it (``sqa.redact.redact_url``). The HTTP client is the official ``openai`` SDK (``pip install 'sqa[server]'``): its
 timeout, and its retries with exponential backoff on 408/409/429/5xx and connection errors.
 
 Prompts go to ``/v1/completions`` as text rendered exactly as the in-process llama.cpp model
