@@ -155,7 +155,8 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
             if head is None:
                 head, _ = load_head(name, preset.retrieval, preset.oracle)
             check_head_states(head, name if isinstance(model, str) else model)
-            lm = load_model(model, base_url=base_url) if isinstance(model, str) else model
+            lm = (load_model(model, base_url=base_url) if base_url else load_model(model)) if isinstance(model, str) \
+                else model
             head.check_model(name if is_served(name) else Path(name).name, model_sha256(lm))
             from sqa.paths import sqa_home
 
@@ -165,7 +166,8 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
             from sqa.steps.prompts import DemoSelector
             from sqa.steps.reader import StepsReader
 
-            lm = load_model(model, base_url=base_url) if isinstance(model, str) else model
+            lm = (load_model(model, base_url=base_url) if base_url else load_model(model)) if isinstance(model, str) \
+                else model
             reader = StepsReader(lm, ret, k, retrieval=preset.retrieval,
                               demo_selector=DemoSelector(fewshot_pool) if fewshot_pool is not None else None)
     except BaseException:

@@ -3,6 +3,7 @@
 - ``registry``: the model registry, GGUF assembly from PyPI part wheels, ``load_model``.
 - ``llamacpp``: ``LlamaCppModel`` (CPU default, prefix KV-cache reuse).
 - ``hf``: ``HFModel`` (transformers + torch; CUDA bfloat16 batched when a GPU is present).
+- ``openai``: ``OpenAIModel`` (``--model openai:NAME``: a model behind an OpenAI-compatible server).
 - ``chat``: ChatML rendering.
 
 Importing this package does not import torch or load a model.
