@@ -103,7 +103,8 @@ class FakeServer:
                 outer.completions += 1
                 late = outer.completions > outer.fail_after
                 if outer.mode == "fail" and late:
-                    return self._send(500, {"error": {"message": "model crashed"}})
+                    # a careless server that echoes the request's key in its error message
+                    return self._send(500, {"error": {"message": f"model crashed ({self.headers.get('Authorization')})"}})
                 if outer.mode == "stall" and late:
                     time.sleep(outer.stall_s)
                 # a deterministic P(yes) per prompt: log-odds in [-1, 1)
@@ -238,6 +239,7 @@ def test_server_lost_mid_run_resumes(fake, log_odds_head, tmp_path, mode):
     line = one_error_line(r)
     assert ("HTTP 500" in line) if mode == "fail" else ("did not answer within 0.5 s" in line)
     assert "the same command resumes" in line
+    assert KEY not in r.stdout + r.stderr  # scrubbed even where the server echoes it
     assert len((out / "traces.jsonl").read_text().splitlines()) == 2
     fake.mode = "ok"
     r = run_sqa(_eval_args(fake.url, log_odds_head, out), env=env)
