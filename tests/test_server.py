@@ -4,11 +4,13 @@ Two kinds of server, both real HTTP servers on 127.0.0.1:
 
 - llama.cpp's server (``llama-cpp-python[server]==0.3.36``, installed by .ci/run) serving the
   packaged 0.5B GGUF: ``sqa ask`` and ``sqa eval --split dev --limit 20`` through it give the same
-  answers as the same model in-process (tests marked ``slow`` and ``server``);
+  answers as the same model in-process;
 - a small stdlib ``http.server`` in a thread that speaks the same API and misbehaves on purpose
   (nothing listening, unknown model, no logprobs, HTTP 500 mid-run, a stall past the timeout):
   one line and exit 2, a resumable stop that the same command continues, never a traceback, and
-  the key in ``$OPENAI_API_KEY`` in no output or file (marked ``server``: no model, seconds).
+  the key in ``$OPENAI_API_KEY`` in no output or file (no model; seconds each).
+
+Every test here is marked ``slow`` and ``server``: ``python -m pytest -m server`` runs them.
 """
 
 from __future__ import annotations
@@ -28,9 +30,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_helpers import one_error_line, run_sqa
+from helpers import one_error_line, run_sqa
 
-pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
+# all of them slow (subprocesses, and llama.cpp's server for two): out of the fast lane, whose install
+# has no server extra
+pytestmark = [pytest.mark.slow, pytest.mark.server]
+
+
+@pytest.fixture(autouse=True)
+def _openai_sdk():
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
 
 MODEL = "qwen2.5-coder-0.5b"
 KEY = "sk-sqa-test-7f3a9c-KEEP-OUT"  # a recognisable key: must appear in no output and no file
@@ -159,7 +168,6 @@ def _ask_args(url: str, head: Path, model: str = "openai:fake-reader") -> list:
 ENV = {"OPENAI_API_KEY": KEY, "SQA_OPENAI_MAX_RETRIES": "1"}
 
 
-@pytest.mark.server
 def test_served_eval_records_server_and_counts(fake, log_odds_head, tmp_path):
     """A served run: run.json names the server (URL without credentials, engine), metrics.json and
     report.md count the read-outs; neither the key nor the URL's password is written anywhere (the
@@ -180,7 +188,6 @@ def test_served_eval_records_server_and_counts(fake, log_odds_head, tmp_path):
     assert KEY not in text and "sqa-url-pass" not in text
 
 
-@pytest.mark.server
 def test_nothing_listening_is_one_line(tmp_path, log_odds_head):
     url = f"http://127.0.0.1:{_free_port()}/v1"
     r = run_sqa(_eval_args(url, log_odds_head, tmp_path / "run"), env=ENV)
@@ -191,7 +198,6 @@ def test_nothing_listening_is_one_line(tmp_path, log_odds_head):
     assert KEY not in r.stdout + r.stderr
 
 
-@pytest.mark.server
 def test_ask_through_server(fake, log_odds_head):
     """``sqa ask`` with $OPENAI_BASE_URL (no --base-url): the answer head over the served log-odds."""
     r = run_sqa(_ask_args(fake.url, log_odds_head)[:-2] + ["--json"], env={**ENV, "OPENAI_BASE_URL": fake.url})
@@ -202,7 +208,6 @@ def test_ask_through_server(fake, log_odds_head):
     assert KEY not in r.stdout + r.stderr
 
 
-@pytest.mark.server
 def test_unknown_model_and_no_logprobs(fake, log_odds_head, tmp_path):
     r = run_sqa(_eval_args(fake.url, log_odds_head, tmp_path / "run0", model="openai:nope"), env=ENV)
     line = one_error_line(r)
@@ -213,7 +218,6 @@ def test_unknown_model_and_no_logprobs(fake, log_odds_head, tmp_path):
     assert KEY not in r.stdout + r.stderr
 
 
-@pytest.mark.server
 def test_head_that_reads_states_is_refused(fake, tmp_path):
     from sqa.facts.head import AnswerHead, FeatureSpec
 
@@ -226,7 +230,6 @@ def test_head_that_reads_states_is_refused(fake, tmp_path):
     assert fake.completions == 0  # refused before the server was asked anything
 
 
-@pytest.mark.server
 @pytest.mark.parametrize("mode", ["fail", "stall"])
 def test_server_lost_mid_run_resumes(fake, log_odds_head, tmp_path, mode):
     """HTTP 500 (after the SDK's retry) or a stall past the timeout from the 4th completion on (the
@@ -292,8 +295,6 @@ def llama_server(tmp_path_factory):
             proc.kill()
 
 
-@pytest.mark.slow
-@pytest.mark.server
 def test_ask_through_llama_server_matches_in_process(llama_server, gold_index):
     q = "Is the sun a star?"
     args = ["ask", q, "--preset", "steps", "--json", "--index-dir", gold_index.index_dir]
@@ -306,8 +307,6 @@ def test_ask_through_llama_server_matches_in_process(llama_server, gold_index):
     assert KEY not in served.stdout + served.stderr
 
 
-@pytest.mark.slow
-@pytest.mark.server
 def test_eval_dev20_through_llama_server_matches_in_process(llama_server, gold_index, tmp_path):
     """``sqa eval --preset steps --split dev --limit 20``: the same answer on at least 18 of 20
     questions and P(yes) within TOLERANCE on at least 18; run.json names the server, metrics.json
