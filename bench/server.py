@@ -17,6 +17,14 @@ options (one in-process, one ``--model openai:...``), per-question answers and P
 
 ``concurrency``: ``sqa eval --preset steps`` over the same questions through the server with
 ``SQA_OPENAI_CONCURRENCY`` 1 and 8, side by side (questions/s, wall seconds).
+
+``overlap``: the same, against a stand-in server (stdlib, in a thread) that answers every request
+after a fixed ``--latency`` in parallel, as a batching server (vLLM, SGLang) does up to its batch
+size; it counts the requests in flight, so it shows whether sqa's requests overlap, apart from
+what one server does with them. Its answers are fixed (" Yes", fixed logprobs): a load test, not
+an accuracy run.
+
+    python -m bench.server overlap --index-dir INDEX --limit 20 --latency 0.2
 """
 
 from __future__ import annotations
@@ -173,24 +181,8 @@ def compare_runs(inproc: str, served: str) -> dict:
 def concurrency(args) -> dict:
     rows = []
     for c in args.levels:
-        with tempfile.TemporaryDirectory() as tmp:
-            env = {**os.environ, "SQA_OPENAI_CONCURRENCY": str(c)}
-            cmd = [sys.executable, "-c", "import sys; from sqa.cli import main; sys.exit(main())", "eval", "--preset", "steps", "--split", "dev", "--limit",
-                   str(args.limit), "--model", f"openai:{MODEL}", "--base-url", args.base_url, "--index-dir",
-                   args.index_dir, "--out", str(Path(tmp) / "run")]
-            t = time.perf_counter()
-            load0 = os.getloadavg()[0]
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            wall = time.perf_counter() - t
-            if r.returncode:
-                raise SystemExit(f"concurrency {c}: sqa eval failed: {r.stderr[-500:]}")
-            m = json.loads((Path(tmp) / "run" / "metrics.json").read_text())
-            rows.append({"concurrency": c, "wall_seconds": round(wall, 1), "questions": m["n"],
-                         "questions_per_second": round(m["n"] / wall, 4),
-                         "seconds_per_question_inside_answer_batch": round(m["seconds_per_question"], 2),
-                         "Accuracy": m["Accuracy"], "load_avg_1m_before": round(load0, 2),
-                         "load_avg_1m_after": round(os.getloadavg()[0], 2)})
-            print(rows[-1], flush=True)
+        rows.append(_eval_row(args, c))
+        print(rows[-1], flush=True)
     return {"what": "sqa eval --preset steps through the server, questions/s with SQA_OPENAI_CONCURRENCY 1 vs 8 "
                     "(8: the steps reader sends its questions in lockstep, each phase's prompts concurrently)",
             "command": " ".join(["python", "-m", "bench.server"] + sys.argv[1:]),
@@ -198,6 +190,82 @@ def concurrency(args) -> dict:
             "rows": rows,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                         "note": "2 cores shared with 3 other developers' jobs: load averages above show the contention"}}
+
+
+def overlap(args) -> dict:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    state = {"in_flight": 0, "max_in_flight": 0, "requests": 0}
+    lock = threading.Lock()
+    latency = args.latency
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def _send(self, obj: dict) -> None:
+            body = json.dumps(obj).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._send({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "stand-in"}]})
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            with lock:
+                state["in_flight"] += 1
+                state["requests"] += 1
+                state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
+            time.sleep(latency)
+            with lock:
+                state["in_flight"] -= 1
+            top = {" Yes": -0.6, " No": -0.9}
+            lp = {"tokens": [" Yes"], "token_logprobs": [-0.6], "top_logprobs": [top], "text_offset": [0]} \
+                if req.get("logprobs") else None
+            self._send({"id": "x", "object": "text_completion", "created": 0, "model": MODEL,
+                        "choices": [{"text": " Yes", "index": 0, "logprobs": lp, "finish_reason": "length"}]})
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    args.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    rows = []
+    for c in args.levels:
+        state.update(in_flight=0, max_in_flight=0, requests=0)
+        row = _eval_row(args, c)
+        row.update(requests=state["requests"], max_requests_in_flight=state["max_in_flight"])
+        rows.append(row)
+        print(row, flush=True)
+    httpd.shutdown()
+    return {"what": "sqa eval --preset steps against a stand-in OpenAI-compatible server that answers each request "
+                    f"after {latency} s, all in parallel (a batching server's behaviour): SQA_OPENAI_CONCURRENCY 1 vs 8",
+            "command": " ".join(["python", "-m", "bench.server"] + sys.argv[1:]),
+            "rows": rows, "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+
+
+def _eval_row(args, c: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "SQA_OPENAI_CONCURRENCY": str(c)}
+        cmd = [sys.executable, "-c", "import sys; from sqa.cli import main; sys.exit(main())", "eval", "--preset",
+               "steps", "--split", "dev", "--limit", str(args.limit), "--model", f"openai:{MODEL}", "--base-url",
+               args.base_url, "--index-dir", args.index_dir, "--out", str(Path(tmp) / "run")]
+        load0 = os.getloadavg()[0]
+        t = time.perf_counter()
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        if r.returncode:
+            raise SystemExit(f"concurrency {c}: sqa eval failed: {r.stderr[-500:]}")
+        m = json.loads((Path(tmp) / "run" / "metrics.json").read_text())
+        return {"concurrency": c, "wall_seconds": round(wall, 1), "questions": m["n"],
+                "questions_per_second": round(m["n"] / wall, 4),
+                "seconds_per_question_inside_answer_batch": round(m["seconds_per_question"], 2),
+                "Accuracy": m["Accuracy"], "load_avg_1m_before": round(load0, 2),
+                "load_avg_1m_after": round(os.getloadavg()[0], 2)}
 
 
 def main() -> None:
@@ -214,8 +282,14 @@ def main() -> None:
     c.add_argument("--limit", type=int, default=20)
     c.add_argument("--levels", type=int, nargs="+", default=[1, 8])
     c.add_argument("--out", default="bench/results/server_concurrency.json")
+    o = sub.add_parser("overlap")
+    o.add_argument("--index-dir", required=True)
+    o.add_argument("--limit", type=int, default=20)
+    o.add_argument("--latency", type=float, default=0.2)
+    o.add_argument("--levels", type=int, nargs="+", default=[1, 8])
+    o.add_argument("--out", default="bench/results/server_overlap.json")
     args = ap.parse_args()
-    res = agreement(args) if args.cmd == "agreement" else concurrency(args)
+    res = {"agreement": agreement, "concurrency": concurrency, "overlap": overlap}[args.cmd](args)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in res.items() if k not in ("per_prompt", "eval", "rows")}, indent=1))
     if "eval" in res:

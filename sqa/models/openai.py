@@ -26,8 +26,11 @@ and ``has_hidden_states`` is False: the facts reader's answer head must read log
 (``sqa.pipeline.build_reader`` refuses a head that needs states).
 
 Concurrency: prompts of one call are sent by a thread pool of ``$SQA_OPENAI_CONCURRENCY`` (default
-8) workers (the server batches them); with more than one worker ``prefers_batches`` is True, so the
-steps reader sends up to 32 questions in lockstep. ``$SQA_OPENAI_TIMEOUT`` (seconds per request,
+8) workers (a batching server such as vLLM or SGLang runs them together); with more than one worker
+``prefers_batches`` is True, so the steps reader sends up to 32 questions in lockstep (answers are
+then written per lockstep batch: ``sqa eval --batch-size`` bounds what a lost server costs).
+llama-cpp-python's server runs one request at a time, so there 8 workers are no faster than 1
+(bench/results/server_concurrency.json). ``$SQA_OPENAI_TIMEOUT`` (seconds per request,
 default 120) and ``$SQA_OPENAI_MAX_RETRIES`` (default 2, the SDK's) tune the client.
 
 Errors: at load, a server that does not answer, a model name it does not serve, or no logprobs
