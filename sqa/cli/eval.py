@@ -164,7 +164,7 @@ def eval_command(
                                "features in $SQA_HOME/features (leave --features-cache out)")
             _eval_oof(split=split, limit=limit, out=out, model=model, k=k, folds=folds, retrieval=retrieval,
                       idx=idx, backend=backend, questions=questions, pool=pool, dataset_id=dataset_id,
-                      preset=chosen.name, stem=dataset.stem if dataset is not None else split)
+                      preset=chosen.name, stem=dataset.stem if dataset is not None else split, base_url=base_url)
             return
     if reader == "facts":
         from sqa.pipeline import check_head_states

@@ -75,10 +75,11 @@ def _oof_pool(model: str, retrieval: bool, head: Path | None, split: str, questi
 
 
 def _eval_oof(*, split, limit, out, model, k, folds, retrieval, idx, backend, questions, pool, dataset_id, preset,
-              stem) -> None:
+              stem, base_url=None) -> None:
     """The out-of-fold run (``sqa.eval.oof``): read the missing features into the store (resumable,
     progress with rate and ETA), cross-fit, write the run folder and, for train / train-2061 / all,
-    the model's heads to ``$SQA_HOME/heads``."""
+    the model's heads to ``$SQA_HOME/heads``. ``base_url``: the server of a served model
+    (``openai:NAME``, whose features are log-odds only, so its heads are too)."""
     from sqa.cli.eval import _default_out, metrics_table
     from sqa.eval.oof import oof_head_identity, run_oof
     from sqa.eval.options import EvalOptions
@@ -113,7 +114,8 @@ def _eval_oof(*, split, limit, out, model, k, folds, retrieval, idx, backend, qu
                            f"features are not in {store.root}; run `sqa eval --split train --model {model}` first")
         need = [q for q in questions if q.qid not in done]
         if need:
-            _read_features(store, need, done, model, settings, idx, backend, err, total=len(questions))
+            _read_features(store, need, done, model, settings, idx, backend, err, total=len(questions),
+                           base_url=base_url)
         err.print(f"cross-fitting {len({q.qid for q in [*questions, *pool]}):,} questions ({folds} term-grouped folds)…")
         prov = {"prompt": store.meta["prompt"], "facts": settings.to_dict(), "fitted_on": split if not pool else
                 "the questions of the head it replaces", "index": info.get("preset"),
@@ -140,7 +142,7 @@ def _eval_oof(*, split, limit, out, model, k, folds, retrieval, idx, backend, qu
                f"{out_dir} ({', '.join(p.name for p in summary.files)})")
 
 
-def _read_features(store, need, done, model, settings, idx, backend, err, total) -> None:
+def _read_features(store, need, done, model, settings, idx, backend, err, total, base_url=None) -> None:
     """Read the features of ``need`` into ``store`` (one fsync'd line per question); Ctrl-C keeps
     what is finished and re-raises."""
     import time
@@ -155,7 +157,7 @@ def _read_features(store, need, done, model, settings, idx, backend, err, total)
     be = open_index(idx, backend)
     try:
         with err.status(f"loading {model}…"):
-            lm = load_model(model)
+            lm = load_model(model, base_url=base_url) if base_url else load_model(model)
         sha = model_sha256(lm)
         if store.meta["model_sha256"] not in (None, sha):
             raise SqaError(f"{model}: its file's sha256 ({(sha or '?')[:12]}…) is not the one this run expects; "
