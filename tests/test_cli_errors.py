@@ -193,3 +193,15 @@ def test_the_cpu_reader_without_its_bindings_is_one_line_naming_the_extra(monkey
     monkeypatch.setitem(sys.modules, "cyllama", None)  # import cyllama now raises ImportError
     with pytest.raises(SqaError, match=r"models extra"):
         LlamaCppModel(tmp_path / "m.gguf")
+
+
+def test_eval_refuses_a_decomposition_the_facts_reader_would_ignore_before_loading_a_model(tmp_path, capsys):
+    """``sqa eval --decomposition gold`` with the default facts reader is one line and exit 2 at once
+    (no index or model is opened: the index directory does not even exist)."""
+    from sqa.cli import main
+
+    rc = main(["eval", "--split", "dev", "--limit", "1", "--decomposition", "gold", "--index-dir",
+               str(tmp_path / "no-index"), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--reader steps" in err[0], err
+    assert not (tmp_path / "run").exists()

