@@ -139,7 +139,7 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
     ``fewshot_pool`` = the questions demonstrations come from (default train-2061). ``base_url``:
     the server of a served model (``openai:NAME``). Raises SqaError for a missing index, model or
     head, and for a head that reads hidden states with a served model (which gives none)."""
-    from sqa.models.registry import is_served, load_model
+    from sqa.models.registry import load_model, model_stem
     from sqa.paths import default_index_dir
 
     be = ret = None
@@ -157,7 +157,7 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
             check_head_states(head, name if isinstance(model, str) else model)
             lm = (load_model(model, base_url=base_url) if base_url else load_model(model)) if isinstance(model, str) \
                 else model
-            head.check_model(name if is_served(name) else Path(name).name, model_sha256(lm))
+            head.check_model(model_stem(name), model_sha256(lm))
             from sqa.paths import sqa_home
 
             reader = FactsReader(lm, head, ret, k=k, oracle=preset.oracle, backend=be, features_cache=features_cache,

@@ -357,3 +357,13 @@ def test_extract_into_a_file_another_process_writes_is_refused_at_once(tmp_path)
             extract(object(), FactSelector(), [Question(qid="q1", question="Is it?")], path)
     finally:
         holder.communicate("")
+
+
+def test_a_served_name_with_an_organisation_files_its_heads_apart_from_a_local_model():
+    """``openai:ORG/NAME`` and a local ``ORG/NAME`` checkpoint never share head or features files."""
+    from sqa.models.registry import model_stem
+
+    assert model_stem("openai:Qwen/Qwen2.5-7B-Instruct") == "openai:Qwen--Qwen2.5-7B-Instruct"
+    assert model_stem("Qwen/Qwen2.5-7B-Instruct") == "Qwen2.5-7B-Instruct"
+    assert model_stem("openai:qwen2.5-coder-0.5b") == "openai:qwen2.5-coder-0.5b"  # heads written before keep their name
+    assert model_stem("qwen2.5-coder-1.5b") == "qwen2.5-coder-1.5b"

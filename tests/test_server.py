@@ -330,3 +330,4 @@ def test_eval_dev20_through_llama_server_matches_in_process(llama_server, gold_i
     m = json.loads((tmp_path / "served" / "metrics.json").read_text())
     assert m["yes_no_unread"]["readouts"] >= 60  # 3 readings per question
     assert KEY not in served.stdout + served.stderr + _all_text([tmp_path / "served"])
+

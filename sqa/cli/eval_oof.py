@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from sqa.models.registry import model_stem
 from sqa.types import SqaError
 
 TRAIN_SPLITS = ("train", "train-2061", "all")
@@ -103,7 +104,7 @@ def _eval_oof(*, split, limit, out, model, k, folds, retrieval, idx, backend, qu
     except ImportError:
         raise SqaError("an out-of-fold run fits answer heads, which needs scikit-learn: pip install 'sqa[models]'") \
             from None
-    safe = Path(model).name
+    safe = model_stem(model)
     sha = _model_sha(model)
     err = Console(stderr=True)
     with FeaturesStore(FeaturesStore.default_root(safe, settings), store_meta(safe, sha, settings, info)) as store:

@@ -262,7 +262,9 @@ def head_for(model_name: str, kind: str, path: str | Path | None = None) -> Answ
         head = AnswerHead.load(path)
         head.check_size(size, model_name)  # before any model loads
         return head
-    safe = Path(model_name).name
+    from sqa.models.registry import model_stem
+
+    safe = model_stem(model_name)
     for cand in (sqa_home() / "heads" / f"{safe}.{kind}.json", shipped_head_path(safe, kind)):
         if cand.exists():
             head = AnswerHead.load(cand)

@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 from sqa.facts.features import (FactSelector, FactSettings, append_record, lock_exclusive, parse_features,
                                 question_features, read_done)
 from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
+from sqa.models.registry import model_stem
 from sqa.types import Question, SqaError
 
 STORE_FORMAT = "sqa-features/1"
@@ -73,7 +74,7 @@ class FeaturesStore:
         """``$SQA_HOME/features/<model file name>/<settings_key(settings)>``."""
         from sqa.paths import sqa_home
 
-        return sqa_home() / "features" / Path(model_name).name / settings_key(settings)
+        return sqa_home() / "features" / model_stem(model_name) / settings_key(settings)
 
     def __enter__(self) -> "FeaturesStore":
         if self.root.exists() and not self.root.is_dir():

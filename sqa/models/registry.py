@@ -219,6 +219,16 @@ def is_served(model: str) -> bool:
     return isinstance(model, str) and model.startswith("openai:")
 
 
+def model_stem(model: str) -> str:
+    """The name a model's heads and features are filed under: a served ``openai:ORG/NAME`` keeps its
+    ``openai:`` prefix and whole name (``openai:ORG--NAME``), so it never shares files with a local
+    model of the same last part; any other model its last path part (``qwen2.5-coder-1.5b``,
+    ``model.gguf``, ``Qwen2.5-7B-Instruct`` for ``Qwen/Qwen2.5-7B-Instruct``)."""
+    if is_served(model):
+        return "openai:" + model[len("openai:"):].strip("/").replace("/", "--")
+    return Path(model).name
+
+
 def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
     """The GGUF file for a registry name or a ``.gguf`` path; None when ``model`` is neither (then
     it is a served model or a Hugging Face name/path). Raises SqaError for a ``.gguf`` path that is missing,
