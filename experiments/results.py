@@ -146,7 +146,7 @@ def head_rows() -> list[list[str]]:
     """The shipped heads' out-of-fold accuracy (head.json) and the head_cv.json study entries."""
     rep = load(RESULTS / "head.json").get("train_head", {}).get("report", {})
     rows = []
-    for key, label in (("facts_head", "shipped facts head (`sqa train-head`)"), ("plain_head", "shipped no-retrieval head")):
+    for key, label in (("facts_head", "shipped facts head (train-2061, term-grouped CV)"), ("plain_head", "shipped no-retrieval head")):
         h = rep.get(key)
         if h:
             rows.append([label, str(rep["n"]), f"{h['accuracy']:.3f} ({h['interval95'][0]:.3f}–{h['interval95'][1]:.3f})",

@@ -100,14 +100,14 @@ def load_head(model: str, retrieval: bool, oracle: str | None, path: str | Path 
 def check_head_states(head, model: str | LanguageModel) -> None:
     """Raise SqaError (one line) when ``head`` reads hidden states and ``model`` (a name, or a loaded
     model) gives none: a served model (``openai:NAME``) returns log-odds only, so its head must be
-    one of log-odds features (``sqa train-head --model openai:NAME`` fits one)."""
+    one of log-odds features (``sqa eval --split train --model openai:NAME`` fits one)."""
     from sqa.models.registry import is_served
 
     name = model if isinstance(model, str) else getattr(model, "name", "")
     no_states = is_served(name) if isinstance(model, str) else getattr(model, "has_hidden_states", True) is False
     if no_states and head.spec.states:
         raise SqaError(f"the answer head ({head.spec.name}) reads hidden states, which the served model {name} does not "
-                       f"return; pass --head with a log-odds head (`sqa train-head --model {name}` fits one) or use "
+                       f"return; pass --head with a log-odds head (`sqa eval --split train --model {name}` fits one) or use "
                        "--preset steps")
 
 
