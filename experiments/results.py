@@ -210,6 +210,28 @@ def indexing_rows() -> list[list[str]]:
     return rows
 
 
+def findings_section(names: tuple[str, ...] = ("server_agreement", "server_concurrency", "server_overlap",
+                                                "model_verify")) -> list[str]:
+    """Markdown for result files that carry their own ``what`` / ``findings`` / ``command``: one
+    subsection each, the findings as bullets (files that are absent are left out)."""
+    out: list[str] = []
+    for name in names:
+        d = load(RESULTS / f"{name}.json")
+        if not d:
+            continue
+        out += [f"### `{name}.json`", "", str(d.get("what", "")).strip(), ""]
+        out += [f"- {f}" for f in d.get("findings", [])]
+        for model, r in (d.get("results") or {}).items():  # model_verify.json: medians per model file
+            if isinstance(r, dict) and "full_median_s" in r:
+                out.append(f"- {model} ({r['file_bytes']:,} bytes): full sha256 {r['full_median_s']:.3f} s, "
+                           f"sampled check {r['sampled_median_s'] * 1000:.1f} ms (medians; page cache "
+                           f"{d.get('page_cache', '?')})")
+        if d.get("command"):
+            out += ["", f"Command: `{d['command']}`"]
+        out.append("")
+    return out
+
+
 def results_doc() -> str:
     """docs/results.md, whole."""
     log = (RESULTS / "log.md").read_text(encoding="utf-8") if (RESULTS / "log.md").exists() else ""
@@ -247,6 +269,9 @@ def results_doc() -> str:
         table(["paragraphs", "sqa paragraphs/s", "Lucene paragraphs/s", "peak RSS GiB sqa / Lucene",
                "search p50 ms sqa / Lucene", "builds", "file (`bench/results/`)"], indexing_rows()),
         "",
+        "## Served readers and the model-file check",
+        "",
+        *findings_section(),
         "## Every recorded run",
         "",
         table(["run (`bench/results/`)", "split", "n", "accuracy (95 %)", "reader", "oracle", "s/question", "complete"],
