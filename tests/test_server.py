@@ -331,3 +331,27 @@ def test_eval_dev20_through_llama_server_matches_in_process(llama_server, gold_i
     assert m["yes_no_unread"]["readouts"] >= 60  # 3 readings per question
     assert KEY not in served.stdout + served.stderr + _all_text([tmp_path / "served"])
 
+
+
+def test_train_run_through_llama_server_writes_log_odds_heads_that_ask_uses(llama_server, gold_index, tmp_path):
+    """``sqa eval --split train --limit 30 --model openai:NAME``: the out-of-fold run through the
+    served model writes log-odds-only heads (the server returns no hidden states) filed under the
+    served name, and ``sqa ask --model openai:NAME`` then answers with them; the key is in no file."""
+    env = {"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1", "SQA_HOME": str(tmp_path / "home")}
+    served = ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--index-dir", gold_index.index_dir]
+    r = run_sqa(["eval", "--split", "train", "--limit", "30", "--out", tmp_path / "run", *served], env=env,
+                timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert m["n"] == 30 and 0.0 <= m["Accuracy"] <= 1.0
+    assert "out-of-fold" in json.dumps(json.loads((tmp_path / "run" / "run.json").read_text()))
+    heads = sorted((tmp_path / "home" / "heads").glob("*.json"))
+    facts = [h for h in heads if h.name == f"openai:{MODEL}.facts.json"]
+    assert facts, [h.name for h in heads]
+    head = json.loads(facts[0].read_text())
+    assert head["spec"]["states"] == [] and len(head["provenance"]["fitted_qids"]) >= 20, head["spec"]
+    a = run_sqa(["ask", "Can a goldfish drive a car?", "--json", *served], env=env)
+    assert a.returncode == 0, a.stderr[-3000:]
+    out = json.loads(a.stdout)
+    assert out["answer"] in ("Yes", "No", True, False)
+    assert KEY not in r.stdout + r.stderr + a.stdout + a.stderr + _all_text([tmp_path / "run", tmp_path / "home"])
