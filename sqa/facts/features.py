@@ -14,7 +14,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from sqa.facts.sources import AnnotatedFacts, Fact, WikipediaFacts, default_annotated_facts
 from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures, interleave, read_question
@@ -196,6 +196,16 @@ def steps_first(step_facts: Sequence[Fact], facts: Sequence[Fact], n: int) -> li
     return out
 
 
+def complete_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """``(line number from 1, line without its newline)`` for each complete, non-blank line of a
+    JSON-lines file's bytes; a torn last line (bytes after the last newline: a writer killed
+    mid-line) is left out. The one rule every features-file reader follows."""
+    end = data.rfind(b"\n") + 1  # 0 when there is no complete line
+    for lineno, line in enumerate(data[:end].split(b"\n")[:-1], start=1):
+        if line.strip():
+            yield lineno, line
+
+
 def parse_features(data: bytes, path: Path | str) -> tuple[dict[str, dict], int]:
     """The one parser of features files (JSON lines, one ``QuestionFeatures.to_dict()`` object a
     line): ``({qid: record}, end)`` where ``end`` is the byte offset after the last complete line.
@@ -204,10 +214,7 @@ def parse_features(data: bytes, path: Path | str) -> tuple[dict[str, dict], int]
     dropped silently: the lines after it are finished work). Blank lines are skipped; a qid seen
     twice keeps its first record."""
     done: dict[str, dict] = {}
-    end = data.rfind(b"\n") + 1  # 0 when there is no complete line
-    for lineno, line in enumerate(data[:end].split(b"\n")[:-1], start=1):
-        if not line.strip():
-            continue
+    for lineno, line in complete_lines(data):
         try:
             rec = json.loads(line)
             if not isinstance(rec, dict) or not isinstance(rec.get("qid"), str) or not isinstance(rec.get("question"), str) \
@@ -217,7 +224,7 @@ def parse_features(data: bytes, path: Path | str) -> tuple[dict[str, dict], int]
             raise SqaError(f"{path}:{lineno}: damaged features line ({str(e)[:80]}); delete that line (the question "
                            "is read again) or use another features directory") from None
         done.setdefault(rec["qid"], rec)
-    return done, end
+    return done, data.rfind(b"\n") + 1
 
 
 def read_done(path: Path, repair: bool = False) -> dict[str, dict]:

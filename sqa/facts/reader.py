@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from sqa.facts.features import FactSelector, FactSettings, question_features, read_done
+from sqa.facts.features import FactSelector, FactSettings, complete_lines, question_features, read_done
 from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
 from sqa.facts.head import AnswerHead, feature_vector, scalar_features
 from sqa.trace import ReasoningResult
@@ -201,11 +201,7 @@ def check_features_file(path: str | Path) -> int:
         raise SqaError(f"{path}: --features-cache is a directory; give one features file (e.g. DIR/train-2061.jsonl)") \
             from None
     n = 0
-    for lineno, line in enumerate(data.splitlines(keepends=True), start=1):
-        if not line.endswith(b"\n"):
-            break  # a torn last line
-        if not line.strip():
-            continue
+    for lineno, line in complete_lines(data):  # a torn last line is left out, as the readers do
         try:
             rec = json.loads(line)
         except ValueError as e:
