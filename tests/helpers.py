@@ -167,3 +167,13 @@ if __name__ == "__main__":
     # KeyboardInterrupt handler: restore it so the Ctrl-C test sends a real Ctrl-C
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (bound once by the OS, then released): for a
+    server a test starts, or for "nothing listening" at a URL."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

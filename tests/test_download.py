@@ -11,14 +11,13 @@ import http.server
 import json
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
 
 import pytest
 
-from helpers import default_sigint, one_error_line, run_sqa, sqa_argv
+from helpers import default_sigint, free_port, one_error_line, run_sqa, sqa_argv
 from sqa.indexing import read_manifest
 from sqa.indexing.build import CHECKPOINT
 from sqa.indexing.download import CORPUS_NAME, fetch_corpus
@@ -101,14 +100,6 @@ def server():
     srv.server_close()
 
 
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 # --- fetch_corpus --------------------------------------------------------------------------------
 
 def test_a_connection_cut_mid_file_is_resumed_with_a_range_request_not_restarted(server, tmp_path):
@@ -175,7 +166,7 @@ def test_a_connection_that_keeps_dropping_keeps_the_part_and_says_to_rerun(serve
 
 
 def test_offline_refused_dns_and_http_errors_are_one_line_naming_the_url(server, tmp_path):
-    port = _closed_port()
+    port = free_port()
     with pytest.raises(SqaError, match=rf"http://127.0.0.1:{port}/x.gz: cannot download the corpus \(connection refused\)"):
         fetch_corpus(f"http://127.0.0.1:{port}/x.gz", tmp_path)
     with pytest.raises(SqaError, match=r"http://sqa-test.invalid/x.gz: cannot download the corpus \(cannot resolve"):
@@ -236,7 +227,7 @@ def test_a_password_with_reserved_characters_is_sent_whole_and_never_shown(serve
     assert fetch_corpus(url, tmp_path).read_bytes() == server.data
     assert base64.b64decode(server.log[0]["auth"].split()[1]).decode() == "user:Zq9/Se#c?r@e:tAPW"
     assert json.loads((tmp_path / (NAME + ".json")).read_text())["url"] == server.url
-    port = _closed_port()
+    port = free_port()
     with pytest.raises(SqaError) as e:
         fetch_corpus(f"http://user:{pw}@127.0.0.1:{port}/x.gz", tmp_path / "other")
     assert f"http://127.0.0.1:{port}/x.gz: cannot download" in str(e.value)
@@ -244,7 +235,7 @@ def test_a_password_with_reserved_characters_is_sent_whole_and_never_shown(serve
 
 
 def test_cli_password_with_a_slash_in_corpus_url_is_never_printed(tmp_path):
-    url = f"http://user:Zq9/SecretPW@127.0.0.1:{_closed_port()}/x"
+    url = f"http://user:Zq9/SecretPW@127.0.0.1:{free_port()}/x"
     r = run_sqa(["index", "--preset", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
                 env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
     line = one_error_line(r)
@@ -261,7 +252,7 @@ def test_cli_an_empty_corpus_url_is_refused(tmp_path):
 # --- sqa index --preset full -----------------------------------------------------------------------
 
 def test_cli_offline_is_exit_2_one_line_with_credentials_redacted(tmp_path):
-    url = f"http://alice:s3cret@127.0.0.1:{_closed_port()}/{NAME}"
+    url = f"http://alice:s3cret@127.0.0.1:{free_port()}/{NAME}"
     r = run_sqa(["index", "--preset", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
                 env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
     line = one_error_line(r)
@@ -322,7 +313,7 @@ def test_cli_preset_full_with_a_copy_on_disk_downloads_nothing(tmp_path):
     data, n = _corpus_bytes(500)
     copy = tmp_path / "copy.jsonl.gz"
     copy.write_bytes(data)
-    port = _closed_port()  # any download attempt would fail
+    port = free_port()  # any download attempt would fail
     r = run_sqa(["index", "--preset", "full", "--corpus", copy, "--index-dir", tmp_path / "idx"],
                 env={"SQA_HOME": str(tmp_path / "home"), "SQA_CORPUS_URL": f"http://127.0.0.1:{port}/x"})
     assert r.returncode == 0, r.stderr

@@ -20,7 +20,6 @@ import lzma
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import default_sigint
+from helpers import default_sigint, free_port
 from sqa.cli import main
 from sqa.indexing import build_index, open_backend, read_manifest
 from sqa.indexing.build import CHECKPOINT, MANIFEST
@@ -43,12 +42,6 @@ CLI = [sys.executable, "-c", "import sys; from sqa.cli import main; sys.exit(mai
 TOPICS = ("Black Sea", "Sea of Japan", "Caspian Sea", "Red Sea", "Mona Lisa", "Banana", "Louvre", "Dead Sea")
 QUERIES = ("maximum depth of the Black Sea", "Is the Mona Lisa in the Louvre", "How many calories are in a banana",
            "salt content of the Dead Sea")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _answers(url: str) -> bool:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 
 import pytest
 
-from helpers import one_error_line, run_sqa
+from helpers import free_port, one_error_line, run_sqa
 from sqa.cli.errors import error_line, redact  # the one redaction, re-exported where the CLI always had it
 from sqa.redact import redact_url
 from sqa.types import SqaError
@@ -99,18 +98,10 @@ def rejecting_server():
     srv.server_close()
 
 
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @pytest.mark.parametrize("pw", ["Zq9/SecretPW", "Zq9#Secret?PW", "Zq9@SecretPW"])
 def test_cli_search_index_and_eval_never_print_the_password(tmp_path, rejecting_server, pw):
     # issue 34 item 4: `the port in 'elastic:Zq9' is not a number`, and the whole password printed
-    for port in (_closed_port(), rejecting_server):
+    for port in (free_port(), rejecting_server):
         env = {"SQA_ES_URL": f"http://elastic:{pw}@127.0.0.1:{port}", "SQA_HOME": str(tmp_path / "home")}
         for args in (["search", "sea", "--backend", "elasticsearch"],
                      ["index", "--preset", "strategyqa", "--backend", "elasticsearch"],

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import socket
 import subprocess
 import sys
 import threading
@@ -30,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import one_error_line, run_sqa
+from helpers import free_port, one_error_line, run_sqa
 
 # all of them slow (subprocesses, and llama.cpp's server for two): out of the fast lane, whose install
 # has no server extra
@@ -48,12 +46,6 @@ KEY = "sk-sqa-test-7f3a9c-KEEP-OUT"  # a recognisable key: must appear in no out
 # differ (llama-cpp-python 0.3.36's vs cyllama 0.2.18's), not from tokens, BOS or template, which
 # are identical; 0.05 leaves room for thread-count and load noise)
 TOLERANCE = 0.05
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _all_text(paths) -> str:
@@ -189,7 +181,7 @@ def test_served_eval_records_server_and_counts(fake, log_odds_head, tmp_path):
 
 
 def test_nothing_listening_is_one_line(tmp_path, log_odds_head):
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     r = run_sqa(_eval_args(url, log_odds_head, tmp_path / "run"), env=ENV)
     line = one_error_line(r)
     assert "no OpenAI-compatible server answers at" in line and url in line
@@ -267,7 +259,7 @@ def llama_server(tmp_path_factory):
     from sqa.models.registry import MODELS, assemble_gguf
 
     gguf = assemble_gguf(MODELS[MODEL])
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
     with open(log, "wb") as f:
         proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL,
