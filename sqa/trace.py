@@ -52,6 +52,9 @@ class ReasoningResult:
     signals: dict[str, float] = field(default_factory=dict)  # raw P(yes) per prompt read (see StepsReader)
     decision: str = ""  # the signals combined into p_yes ("+"-joined), or "head:<features>" for the answer head
     facts: list[dict] = field(default_factory=list)  # facts shown to the reader: {text, source, ref, score}
+    # whether p_yes comes from a fitted answer head (True) or is the model's own, uncalibrated (False)
+    calibrated: bool = True
+    head: str = ""  # the answer head that answered (its file name), "" when none did
 
     @property
     def confidence(self) -> float:
@@ -76,6 +79,9 @@ class ReasoningResult:
             "answer": self.answer,
             "confidence": self.confidence,
             "paragraphs": list(self.paragraphs),
+            "p_yes": self.p_yes,
+            "calibrated": self.calibrated,
+            **({"head": self.head} if self.head else {}),
             **({"facts": [dict(f) for f in self.facts]} if self.facts else {}),
         }
 

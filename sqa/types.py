@@ -15,10 +15,52 @@ from typing import Callable, Iterable, Protocol, Sequence, Union, runtime_checka
 
 
 class SqaError(Exception):
-    """A user-facing error: the CLI prints its message as one line and exits non-zero.
+    """A user-facing error: the CLI prints its message as one line and exits 2.
 
-    The message must name the file/line/URL concerned and say what to do.
+    The message must name the file/line/URL concerned and say what to do. Subclasses say what a
+    caller can act on (catch the subclass, or ``SqaError`` for all of them):
+
+    - :class:`BadInput`: a file, line, flag, URL or question the caller gave is malformed.
+    - :class:`IndexNotFound`: no index where one was expected (build it, or pass its directory).
+    - :class:`ModelNotFound`: no model file, checkpoint or served model by that name.
+    - :class:`HeadNotFound`: the facts reader has no answer head for the model (answers are then
+      zero-shot where allowed; ``sqa eval --split train --model M`` fits one).
+    - :class:`StoreMismatch`: stored features, cached responses or a run folder were made with
+      another model, settings or question text than asked for; nothing is deleted.
+    - :class:`ServerError`: a served model's server refused or answered wrongly at load or per
+      request (bad key, wrong model, malformed body); :class:`ServerLost`: it stopped answering
+      mid-run, and the same command resumes.
     """
+
+
+class BadInput(SqaError):
+    """A file, line, flag, URL or question given by the caller is malformed (the message names which)."""
+
+
+class IndexNotFound(SqaError):
+    """No search index where one was expected; the message says how to build one."""
+
+
+class ModelNotFound(SqaError):
+    """No model file, checkpoint or served model by the name given."""
+
+
+class HeadNotFound(SqaError):
+    """The facts reader has no answer head for the model and settings asked for."""
+
+
+class StoreMismatch(SqaError):
+    """Stored features, cached responses or a run folder belong to another model, settings or
+    question text; the message names the file and the field, and nothing is deleted."""
+
+
+class ServerError(SqaError):
+    """A served model's server refused or answered wrongly (status, body, model name)."""
+
+
+class ServerLost(ServerError):
+    """The server stopped answering mid-run (after the client's retries): what is done is kept and
+    the same command resumes."""
 
 
 # The most paragraphs one search returns (-k / --k): Elasticsearch's default index.max_result_window,
@@ -171,6 +213,44 @@ class ChatPrompt:
         return ChatPrompt(self.messages, self.reply + text)
 
 
+@dataclass(frozen=True)
+class ModelCapabilities:
+    """What a :class:`LanguageModel` can do, declared by the model (never probed): readers ask for
+    what they need and record what they got in every answer and run (``run.json``'s ``model``).
+
+    - ``hidden_states``: ``hidden_states()`` returns real states (False: ``(None, log_odds)``, as a
+      served model gives); ``hidden_size``: floats per state (None when unknown or none).
+    - ``endpoint``: ``"in-process"``, or the server endpoint prompts go to: ``"completions"``
+      (``/v1/completions``) or ``"chat"`` (``/v1/chat/completions``).
+    - ``readout``: how yes/no read-outs are made: ``"logits"`` (the whole next-token distribution,
+      in-process), ``"top_logprobs"`` (the server's top logprobs of the first answer token) or
+      ``"generation"`` (a short greedy answer parsed as Yes/No: P(yes) is 1 or 0).
+    - ``top_logprobs``: how many top logprobs a served model gives per token (0: none or in-process).
+    - ``chat_template``: where a :class:`ChatPrompt`'s rendering comes from: ``"gguf"`` (the file's
+      ``tokenizer.chat_template``), ``"tokenizer"`` (a Hugging Face tokenizer's), ``"server"`` (the
+      server applies its own over chat), ``"file"`` (``--chat-template FILE``) or ``"chatml"``
+      (ChatML, used when the model carries no template).
+    - ``prefill``: a ``ChatPrompt``'s non-empty ``reply`` is continued as an open assistant message
+      (False: it is carried as a closed turn; ``sqa.steps`` copes with either).
+    - ``prefix_cache``: ``warm_prefixes(texts, cache_dir)`` keeps prompt heads' KV cache on disk.
+    """
+
+    hidden_states: bool = False
+    hidden_size: int | None = None
+    endpoint: str = "in-process"
+    readout: str = "logits"
+    top_logprobs: int = 0
+    chat_template: str = "chatml"
+    prefill: bool = True
+    prefix_cache: bool = False
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict of every field (recorded in ``run.json`` and ``sqa ask --json``)."""
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
 # A plain string is raw text (a completion prompt, fed to the model as is, no template); a
 # ChatPrompt is rendered in the model's chat template.
 Prompt = Union[str, ChatPrompt]
@@ -188,6 +268,7 @@ class LanguageModel(Protocol):
 
     name: str
     prefers_batches: bool  # True on a GPU: callers send whole batches in lockstep
+    capabilities: ModelCapabilities  # what it can do (hidden states, endpoint, read-out, template, ...)
 
     def generate(self, prompts: Sequence[Prompt], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuation of each prompt, cut at the first stop string (not included)."""

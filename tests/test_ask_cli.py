@@ -22,7 +22,7 @@ def scripted(monkeypatch):
 
 
 def _check_shape(obj: dict, question: str) -> None:
-    assert set(obj) == {"question", "decomposition", "answer", "confidence", "paragraphs"}
+    assert set(obj) == {"question", "decomposition", "answer", "confidence", "paragraphs", "p_yes", "calibrated"}
     assert obj["question"] == question
     assert isinstance(obj["answer"], bool) and 0.0 <= obj["confidence"] <= 1.0
     assert obj["confidence"] >= 0.5  # confidence is P(the given answer)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from sqa.models.llamacpp import NO_WORDS, YES_WORDS
 from sqa.models.chat import render_chatml
-from sqa.types import ChatPrompt, Prompt, SqaError
+from sqa.types import ChatPrompt, ModelCapabilities, Prompt, SqaError
 
 if TYPE_CHECKING:  # numpy is imported with torch, at use
     import numpy as np
@@ -87,6 +87,9 @@ class HFModel:
                            "directory, a reachable hub name, a .gguf file or one of the built-in model names") from None
         self.model.eval()
         self.hidden_size = getattr(self.model.config, "hidden_size", None)  # answer heads are checked against it
+        self.capabilities = ModelCapabilities(
+            hidden_states=True, hidden_size=self.hidden_size, endpoint="in-process", readout="logits",
+            chat_template="tokenizer" if getattr(self.tokenizer, "chat_template", None) else "chatml", prefill=True)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from sqa.models.chat import as_chatml_text
-from sqa.types import Prompt, SqaError
+from sqa.types import ModelCapabilities, Prompt, SqaError
 
 YES_WORDS = (" Yes", "Yes", " yes", "yes", " YES")
 NO_WORDS = (" No", "No", " no", "no", " NO")
@@ -89,8 +89,7 @@ class LlamaCppModel:
         sp.no_perf = True
         self._greedy = L.LlamaSampler(sp)
         self._greedy.add_greedy()
-        self.n_ctx = n_ctx
-        self.n_batch = n_batch
+        self.n_ctx, self.n_batch = n_ctx, n_batch
         self._slots: list[list[int]] = [[] for _ in range(n_slots)]
         self._last_slot = 0
         self._used = [0] * n_slots  # last-use tick of each slot (least recently used is evicted)
@@ -99,6 +98,7 @@ class LlamaCppModel:
         self._yes_ids = self._first_token_ids(YES_WORDS)
         self._no_ids = self._first_token_ids(NO_WORDS)
         self.stats = {"prompt_tokens": 0, "cached_tokens": 0, "generated_tokens": 0}
+        self.capabilities = ModelCapabilities(hidden_states=True, hidden_size=self.hidden_size, prefix_cache=True)
 
     # -- tokens -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:

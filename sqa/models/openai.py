@@ -49,7 +49,7 @@ from typing import Callable, Sequence
 
 from sqa.models.chat import as_chatml_text
 from sqa.redact import redact_url
-from sqa.types import Prompt, SqaError
+from sqa.types import ModelCapabilities, Prompt, ServerLost, SqaError  # noqa: F401 (ServerLost re-exported)
 
 PREFIX = "openai:"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -65,10 +65,6 @@ NO_WORDS = (" No", "No", " no", "no", " NO")
 NEUTRAL_EXTRA = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
 PROBE_PROMPT = "Question: Is the sun a star?\nAnswer (Yes or No):"
 
-
-class ServerLost(SqaError):
-    """The server stopped answering mid-run (after the SDK's retries): what is done is kept and the
-    same command resumes."""
 
 
 def served_name(model: str) -> str | None:
@@ -140,6 +136,9 @@ class OpenAIModel:
         self.stats = {"requests": 0, "prompt_tokens": 0, "generated_tokens": 0}
         self.engine = self._check_model()
         self.top_logprobs = self._probe_logprobs()
+        self.capabilities = ModelCapabilities(hidden_states=False, hidden_size=None, endpoint="completions",
+                                              readout="top_logprobs", top_logprobs=self.top_logprobs,
+                                              chat_template="chatml", prefill=True, prefix_cache=False)
         self.server_info = {"api": "openai", "base_url": self.shown_url, "model": self.served, "engine": self.engine,
                             "top_logprobs": self.top_logprobs, "concurrency": self.concurrency,
                             "timeout_s": self.timeout, "max_retries": self.max_retries}
