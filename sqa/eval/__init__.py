@@ -7,6 +7,7 @@ predictions format, and batch runs.
   run), :mod:`~sqa.eval.fewshot` (few-shot pools, cross-fitting), :mod:`~sqa.eval.rundir`
   (``run.json``, the resumable ``traces.jsonl``), :mod:`~sqa.eval.run_metrics` (predictions and
   metrics regenerated from traces) and :mod:`~sqa.eval.report` (``report.md``, ``report.png``).
+- :mod:`sqa.eval.compare`: paired comparison of runs on the questions they share (``sqa compare``).
 - :mod:`sqa.eval.retrieval`: Recall@10 of retrievers (``sqa eval retrieval``, experiments/retrieval.py).
 
 The names below are imported on first use, so ``import sqa.eval.metrics`` stays light.
@@ -22,7 +23,7 @@ _EXPORTS = {
     "score_predictions": "leaderboard",
     "EvalOptions": "options", "EvalProgress": "runner", "EvalSummary": "run_metrics", "FewShotPool": "fewshot",
     "plan_fewshot": "fewshot", "fold_of": "fewshot", "run_eval": "runner", "finalize_run": "run_metrics",
-    "read_traces": "rundir", "select_questions": "options",
+    "read_traces": "rundir", "select_questions": "options", "compare_runs": "compare", "Comparison": "compare",
 }
 
 __all__ = sorted(_EXPORTS)
