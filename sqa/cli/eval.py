@@ -202,6 +202,8 @@ def eval_command(
     m = summary.metrics
     if m:
         out.print(metrics_table({"n": m["n"], "Accuracy": m["Accuracy"], "majority (always no)": m["majority_baseline"]["Accuracy"],
+                                 **{f"Accuracy at {a['coverage']:.0%} coverage": a["Accuracy"]
+                                    for a in (m.get("accuracy_at_coverage") or {}).get("at", [])[:2]},
                                  "Recall@10": m["Recall@10"], "SARI": m["SARI"], "ECE": m["ECE"],
                                  "seconds/question": m["seconds_per_question"]},
                                 f"sqa eval {split} ({reader}{', ORACLE ' + oracle if oracle else ''}, {decomposition})"))

@@ -1,7 +1,9 @@
 """Human-readable reports of an evaluation run: ``report.md`` (metrics table, the final answer's
-read-out, the out-of-fold heads of an out-of-fold run, accuracy by number of steps, calibration
-table, one row per wrong answer) and ``report.png`` (reliability diagram; accuracy by number of
-steps and the Recall@10 histogram only where defined: a reader with steps, evidence annotations).
+read-out, accuracy at 50 / 80 / 100 % coverage, the out-of-fold heads of an out-of-fold run, accuracy by
+number of steps, calibration table, one row per wrong answer) and ``report.png`` (reliability diagram,
+accuracy-coverage curve; accuracy by number of steps and the Recall@10 histogram only where defined:
+a reader with steps, evidence annotations and retrieval). Columns undefined for a run (steps for the
+facts reader, Recall@10 without annotations or retrieval) are left out.
 
 Inputs are the ``metrics.json`` object and the per-question rows of
 :func:`sqa.eval.runner.question_rows`. matplotlib is imported only by :func:`write_plots`, with the
@@ -27,6 +29,29 @@ def _fmt(x, digits: int = 4) -> str:
 def _cell(text: str, width: int = 120) -> str:
     text = " ".join(str(text).split()).replace("|", "\\|")
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def has_recall(metrics: dict) -> bool:
+    """Whether Recall@10 means something for the run: its questions carry evidence annotations
+    (``metrics["Recall@10"]`` not None) and the reader retrieved evidence (not ``--no-retrieval``,
+    unless an oracle showed annotated paragraphs)."""
+    opts = metrics.get("options") or {}
+    return metrics.get("Recall@10") is not None and bool(opts.get("retrieval", True) or metrics.get("oracle"))
+
+
+def has_steps(metrics: dict) -> bool:
+    """Whether the reader wrote decomposition steps (the facts reader does not)."""
+    return bool(metrics.get("accuracy_by_steps"))
+
+
+def coverage_lines(metrics: dict) -> list[str]:
+    """The metrics-table rows of accuracy at 50 / 80 / 100 % coverage (none when undefined)."""
+    cov = metrics.get("accuracy_at_coverage")
+    if not cov:
+        return []
+    how = "calibrated P(yes)" if cov.get("calibrated", True) else "the model's own P(yes), uncalibrated"
+    return [f"| Accuracy at {a['coverage']:.0%} coverage (the {a['n']} most confident, {how}) | "
+            f"{_fmt(a['Accuracy'])} |" for a in cov["at"]]
 
 
 def markdown(metrics: dict, rows: Sequence[dict]) -> str:
@@ -59,7 +84,8 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
            if metrics.get("Accuracy_interval95") else "") + " |",
         *([f"| AUC of P(yes) | {_fmt(metrics['AUC'])} |"] if metrics.get("AUC") is not None else []),
         f"| majority baseline (always \"no\") Accuracy | {_fmt(metrics['majority_baseline']['Accuracy'])} |",
-        *([f"| Recall@10 | {_fmt(metrics['Recall@10'])} |"] if metrics.get("Recall@10") is not None else []),
+        *coverage_lines(metrics),
+        *([f"| Recall@10 | {_fmt(metrics['Recall@10'])} |"] if has_recall(metrics) else []),
         *([f"| SARI (decomposition) | {_fmt(metrics['SARI'])} |"] if metrics.get("SARI") is not None else []),
         f"| share of \"yes\" answers | {_fmt(metrics['yes_rate'])} |",
         f"| ECE (10 bins) | {_fmt(metrics['ECE'])} |",
@@ -110,13 +136,20 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
             lines.append(f"| {b['lo']:.1f}–{b['hi']:.1f} | {b['n']} | {_fmt(b['confidence'])} | {_fmt(b['accuracy'])} |")
     errors = [r for r in rows if r["correct"] is False]
     errors.sort(key=lambda r: -r["confidence"])
+    steps, recall = has_steps(metrics), has_recall(metrics)
+    cols = ["qid", "question", "gold", "predicted", "confidence"] + (["steps"] if steps else []) + \
+        (["Recall@10"] if recall else []) + (["decomposition"] if steps else [])
     lines += ["", f"## Errors ({len(errors)}, most confident first)", "",
-              "| qid | question | gold | predicted | confidence | steps | Recall@10 | decomposition |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in errors:
-        decomposition = " / ".join(f"{i}. {s}" for i, s in enumerate(r["decomposition"], 1))
-        lines.append(f"| {r['qid']} | {_cell(r['question'])} | {_fmt(r['gold'])} | {_fmt(r['answer'])} | "
-                     f"{r['confidence']:.3f} | {r['n_steps']} | {_fmt(r['recall'], 2)} | {_cell(decomposition, 300)} |")
+        cells = [r["qid"], _cell(r["question"]), _fmt(r["gold"]), _fmt(r["answer"]), f"{r['confidence']:.3f}"]
+        if steps:
+            cells.append(str(r["n_steps"]))
+        if recall:
+            cells.append(_fmt(r["recall"], 2))
+        if steps:
+            cells.append(_cell(" / ".join(f"{i}. {s}" for i, s in enumerate(r["decomposition"], 1)), 300))
+        lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     return "\n".join(lines)
 
@@ -140,8 +173,10 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
 
     path = Path(path)
     by_steps = metrics["accuracy_by_steps"]
-    recalls = [r["recall"] for r in rows if r["recall"] is not None] if metrics.get("Recall@10") is not None else []
-    panels = (["steps"] if by_steps else []) + ["calibration"] + (["recall"] if recalls else [])
+    recalls = [r["recall"] for r in rows if r["recall"] is not None] if has_recall(metrics) else []
+    coverage = (metrics.get("accuracy_at_coverage") or {}).get("curve")
+    panels = (["steps"] if by_steps else []) + ["calibration"] + (["coverage"] if coverage else []) + \
+        (["recall"] if recalls else [])
     fig = Figure(figsize=(5 * len(panels), 4.5), dpi=100)
     FigureCanvasAgg(fig)
     axes = dict(zip(panels, np.atleast_1d(fig.subplots(1, len(panels)))))
@@ -176,6 +211,18 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
     ax2.set_title("Reliability" + (f" (ECE {ece:.3f})" if ece is not None else ""))
     ax2.legend(loc="upper left", fontsize=8)
 
+    if "coverage" in axes:
+        ax4 = axes["coverage"]
+        ax4.plot([c["coverage"] for c in coverage], [c["Accuracy"] for c in coverage], "o-", color="tab:purple", ms=3)
+        if metrics["majority_baseline"]["Accuracy"] is not None:
+            ax4.axhline(metrics["majority_baseline"]["Accuracy"], color="gray", ls="--", label='always "no"')
+            ax4.legend(loc="lower left", fontsize=8)
+        ax4.set_xlim(0, 1.02)
+        ax4.set_ylim(0, 1.05)
+        ax4.set_xlabel("coverage (share answered, most confident first)")
+        ax4.set_ylabel("accuracy")
+        ax4.set_title("Accuracy at coverage")
+
     if "recall" in axes:
         ax3 = axes["recall"]
         ax3.hist(recalls, bins=[i / 10 for i in range(11)], color="tab:green", edgecolor="white")
@@ -184,10 +231,14 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
         mean = metrics.get("Recall@10")
         ax3.set_title("Recall@10 distribution" + (f" (mean {mean:.3f})" if mean is not None else ""))
 
-    fig.suptitle(f"sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''} {metrics['split']}: "
-                 f"{metrics['model']}, n={metrics['n']}, "
-                 f"accuracy {metrics['Accuracy']:.3f}" + (f" ({metrics['protocol']})" if metrics.get("protocol") else "")
-                 if metrics["Accuracy"] is not None else "sqa eval")
+    import textwrap
+
+    title = (f"sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''} {metrics['split']}: "
+             f"{metrics['model']}, n={metrics['n']}, accuracy {metrics['Accuracy']:.3f}"
+             + (f" ({metrics['protocol']})" if metrics.get("protocol") else "")
+             if metrics["Accuracy"] is not None else "sqa eval")
+    # wrapped to the figure's width (about 11 characters per inch at this size), so it is never cut off
+    fig.suptitle("\n".join(textwrap.wrap(title, width=int(11 * 5 * len(panels)))), fontsize=11)
     fig.tight_layout()
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp, format="png")

@@ -2,7 +2,8 @@
 format), ``metrics.json``, ``report.md`` and ``report.png`` (:func:`finalize_run`).
 
 ``metrics.json`` holds the official metrics (Accuracy, Recall@10, SARI; :mod:`sqa.eval.leaderboard`),
-the majority baseline, calibration (reliability bins and ECE), accuracy by number of steps, the
+the majority baseline, calibration (reliability bins and ECE), accuracy at 50 / 80 / 100 % coverage
+with the accuracy-coverage curve (:mod:`sqa.eval.coverage`), accuracy by number of steps, the
 P(yes) readings recorded in the traces, few-shot provenance, timings, the options and the index
 identity. The hidden-label test split gets predictions only.
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from sqa.eval.coverage import coverage_metrics
 from sqa.eval.fewshot import fewshot_description
 from sqa.eval.leaderboard import score_predictions, validate_predictions
 from sqa.eval.metrics import recall_at_k
@@ -60,7 +62,8 @@ def question_rows(questions: Sequence[Question], done: dict[str, dict]) -> list[
         rows.append({
             "qid": q.qid, "question": q.question, "gold": q.answer, "answer": bool(r.answer),
             "correct": (bool(r.answer) == q.answer) if labelled else None,
-            "p_yes": float(r.p_yes), "confidence": float(r.confidence), "n_steps": len(r.steps),
+            "p_yes": float(r.p_yes), "confidence": float(r.confidence), "calibrated": r.calibrated,
+            "n_steps": len(r.steps),
             "recall": recall_at_k(q.evidence, r.paragraphs) if labelled else None,
             "decomposition": r.decomposition, "paragraphs": list(r.paragraphs),
             "seconds": ev.get("seconds"),
@@ -196,6 +199,7 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
         "yes_rate": yes_rate,
         "ECE": expected_calibration_error(bins),
         "calibration": bins,
+        "accuracy_at_coverage": coverage_metrics(rows),
         "accuracy_by_steps": {str(n): {"n": len(v), "Accuracy": sum(v) / len(v)} for n, v in sorted(by_steps.items())}
         if any(r["n_steps"] for r in rows) else {},
         "decision": options.decision,
