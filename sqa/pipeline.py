@@ -8,6 +8,8 @@ module is the one place that does.
 - :func:`load_head`: the answer head of the facts reader and its identity.
 - :func:`build_reader`: a :class:`Pipeline` for a preset (``sqa.presets``).
 - :func:`reader_factory`: ``pool -> reader`` for ``sqa.eval.runner.run_eval``.
+- :func:`features_reader`: model, fact selector and decomposer that read the facts reader's
+  features into a store (the out-of-fold run, ``sqa.api.out_of_fold``).
 """
 
 from __future__ import annotations
@@ -196,3 +198,52 @@ def reader_factory(preset: Preset, model: str, index_dir: str | Path, backend: s
         return p.reader
 
     return reader_for
+
+
+@dataclass
+class FeaturesReader:
+    """What reads the facts reader's features (``sqa.facts.store.FeaturesStore.extract``): the
+    loaded ``model``, the fact ``selector`` over a step retriever, ``decompose`` (a decomposer's
+    bound method when the settings read facts per step, else None). ``close()`` closes the index."""
+
+    model: LanguageModel
+    selector: object  # sqa.facts.features.FactSelector
+    decompose: Callable | None
+    backend: SearchBackend
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def features_reader(model: str, settings, index_dir: str | Path, backend: str = "embedded",
+                    base_url: str | None = None, on_loading: Callable[[str], None] = lambda s: None) -> FeaturesReader:
+    """The :class:`FeaturesReader` for ``model`` (a name for ``load_model``; ``base_url``: the server
+    of a served model) with fact ``settings`` (``sqa.facts.features.FactSettings``) over the index
+    in ``index_dir`` (opened first: a missing index fails before the model loads). The model's
+    fixed prompt prefixes are warmed into ``$SQA_HOME/cache`` when it keeps a prefix cache.
+    ``on_loading(model)`` is called just before the model loads (which can take a minute).
+    Raises SqaError for a missing index or model."""
+    from sqa.facts.features import FactSelector
+    from sqa.models.registry import load_model
+    from sqa.paths import sqa_home
+    from sqa.retriever.steps import StepRetriever
+
+    be = open_index(index_dir, backend)
+    try:
+        on_loading(model)
+        lm = load_model(model, base_url=base_url) if base_url else load_model(model)
+        sel = FactSelector(StepRetriever(be), settings)
+        decompose = None
+        if sel.needs_steps:
+            from sqa.steps.decomposer import Decomposer
+
+            decompose = Decomposer(lm, encode=sel.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache")
+        warm = getattr(lm, "warm_prefixes", None)
+        if warm is not None:
+            from sqa.facts.prompt import facts_prefix, plain_prefix
+
+            warm([plain_prefix(), facts_prefix()], sqa_home() / "cache")
+    except BaseException:
+        be.close()
+        raise
+    return FeaturesReader(lm, sel, decompose, be)

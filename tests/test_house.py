@@ -19,7 +19,7 @@ SQA = ROOT / "sqa"
 # cli) may import anything. Base modules are the shared vocabulary every stage may use.
 BASE = {"sqa", "sqa.types", "sqa.paths", "sqa.jsonio", "sqa.strategyqa", "sqa.presets", "sqa.text", "sqa.trace", "sqa.redact"}
 STAGES = [("sqa.indexing", 1), ("sqa.retriever", 2), ("sqa.models", 3), ("sqa.steps", 4), ("sqa.facts", 5),
-          ("sqa.eval", 6), ("sqa.pipeline", 9), ("sqa.cli", 9)]
+          ("sqa.eval", 6), ("sqa.pipeline", 9), ("sqa.api", 9), ("sqa.cli", 9)]
 # wiring (opening an index, choosing a backend implementation) belongs to the composition only
 WIRING = {"sqa.pipeline", "sqa.cli", "sqa.indexing", "sqa.indexing.embedded", "sqa.indexing.elastic",
           "sqa.indexing.build"}

@@ -39,6 +39,18 @@ def served_warning(model, err) -> None:
                   markup=False, highlight=False)
 
 
+def metrics_table(metrics: dict, title: str):
+    """A rich table of the headline numbers of a ``metrics.json`` / score result."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in metrics.items():
+        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
+    return table
+
+
 def resolve_index_dir(index_dir: Optional[Path]) -> Path:
     """``--index-dir`` with ``~`` expanded, or the default ``$SQA_HOME/index``."""
     return Path(index_dir).expanduser() if index_dir else default_index_dir()

@@ -11,7 +11,6 @@ what is done and exits with code 130.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,11 +18,11 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, \
     TimeRemainingColumn
-from rich.table import Table
 from rich.text import Text
 
 from sqa.cli import app
-from sqa.cli.common import BackendOpt, BaseUrlOpt, IndexDirOpt, PresetOpt, choose_preset, resolve_index_dir
+from sqa.cli.common import (BackendOpt, BaseUrlOpt, IndexDirOpt, PresetOpt, choose_preset, metrics_table,
+                            resolve_index_dir)
 from sqa.cli.eval_retrieval import eval_retrieval_command
 from sqa.types import SqaError
 
@@ -39,7 +38,6 @@ app.add_typer(eval_app, name="eval")
 SPLIT_HELP = ("train (2,290) | dev (229) | train-2061 | all (train + test) | test (490, predictions only). With the "
               "facts reader, train / train-2061 / all are answered out-of-fold (5 term-grouped folds) and the run "
               "also writes the model's answer heads to $SQA_HOME/heads.")
-from sqa.cli.eval_oof import _eval_oof, _oof_pool  # noqa: E402  (the out-of-fold train run)
 
 
 class _RateColumn(ProgressColumn):
@@ -49,12 +47,6 @@ class _RateColumn(ProgressColumn):
     def render(self, task) -> Text:
         speed = task.speed
         return Text(f"{speed:.3f} q/s" if speed else "– q/s", style="progress.data.speed")
-
-
-def _default_out(split: str, decomposition: str, model: str) -> Path:
-    local = ("/" in model or model.endswith(".gguf")) and not model.startswith("openai:")
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model).name if local else model)
-    return Path("runs") / "eval" / f"{split}-{decomposition}-{stem}"
 
 
 def _digest(path: Path) -> str:
@@ -69,16 +61,6 @@ def _digest(path: Path) -> str:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()[:12]
-
-
-def metrics_table(metrics: dict, title: str) -> Table:
-    """A rich table of the headline numbers of a ``metrics.json`` / score result."""
-    table = Table(title=title)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for name, value in metrics.items():
-        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
-    return table
 
 
 @eval_app.callback(invoke_without_command=True)
@@ -126,6 +108,7 @@ def eval_command(
     """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out."""
     if ctx.invoked_subcommand is not None:
         return
+    from sqa.eval.results import default_run_dir
     from sqa.eval.runner import EvalOptions, check_run_file, run_eval, select_questions
     from sqa.pipeline import index_info, load_head, reader_factory
     from sqa.models.registry import DEFAULT_MODEL
@@ -157,14 +140,19 @@ def eval_command(
     questions = select_questions(split, limit) if dataset_questions is None else dataset_questions[:limit] \
         if limit else dataset_questions
     if reader == "facts" and oracle is None:
-        pool = _oof_pool(model, retrieval, head, split, questions)
+        from sqa.eval.oof import OofOptions, oof_pool
+
+        pool = oof_pool(model, retrieval, head, split, questions)
         if pool is not None:
             if features_cache is not None:
                 raise SqaError("--features-cache goes with a run answered by one head; an out-of-fold run keeps its "
                                "features in $SQA_HOME/features (leave --features-cache out)")
-            _eval_oof(split=split, limit=limit, out=out, model=model, k=k, folds=folds, retrieval=retrieval,
-                      idx=idx, backend=backend, questions=questions, pool=pool, dataset_id=dataset_id,
-                      preset=chosen.name, stem=dataset.stem if dataset is not None else split, base_url=base_url)
+            from sqa.cli.eval_oof import eval_oof_command
+
+            eval_oof_command(OofOptions(split=split, questions=questions, model=model, index_dir=idx, backend=backend,
+                                        k=k, folds=folds, retrieval=retrieval, limit=limit, out=out, pool=pool[0],
+                                        settings=pool[1], dataset=dataset_id, preset=chosen.name,
+                                        stem=dataset.stem if dataset is not None else split, base_url=base_url))
             return
     if reader == "facts":
         from sqa.pipeline import check_head_states
@@ -177,7 +165,7 @@ def eval_command(
     tag = decomposition if retrieval else f"{decomposition}-noretrieval"
     if reader == "facts":
         tag = f"facts{'-oracle-' + oracle if oracle else ''}{'' if retrieval else '-noretrieval'}"
-    out_dir = out or _default_out(dataset.stem if dataset is not None else split, tag, model)
+    out_dir = out or default_run_dir(dataset.stem if dataset is not None else split, tag, model)
     info = index_info(idx, backend) if (retrieval or oracle) else None
     check_run_file(Path(out_dir), options, info)  # refuse a mismatched --out before showing progress
     console = Console(stderr=True)

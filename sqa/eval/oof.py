@@ -14,8 +14,9 @@ feature set and C chosen in each fold, the seconds the cross-fitting took).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 from sqa.eval.options import EvalOptions
 from sqa.eval.rundir import TRACES_FILE, TraceLog, now
@@ -23,7 +24,114 @@ from sqa.eval.run_metrics import EvalSummary, finalize_run
 from sqa.facts.crossfit import CrossFit, crossfit
 from sqa.facts.prompt import QuestionFeatures, demo_qids
 from sqa.facts.reader import features_result
-from sqa.types import Question
+from sqa.types import Question, SqaError
+
+TRAIN_SPLITS = ("train", "train-2061", "all")  # answered out-of-fold by the facts reader
+OOF_SETTINGS = {"sentence_paragraphs": 3}  # the fact settings of an out-of-fold run (as the shipped heads)
+
+
+@dataclass
+class OofOptions:
+    """What defines an out-of-fold run of the facts reader (:func:`sqa.api.out_of_fold.run_out_of_fold`).
+
+    ``questions``: the questions answered and written to the run (``split`` names them: train,
+    train-2061, all, or dev / test / ``custom`` when a head was fitted on some of them); ``pool``:
+    further labelled questions the heads are fitted on, not written (empty for the train splits);
+    ``settings``: the fact settings (``sqa.facts.features.FactSettings`` fields but ``k``), from
+    :func:`oof_pool`. ``model``: a name as for ``sqa eval --model``; ``base_url``: its server when
+    served (``openai:NAME``: log-odds features and heads only). ``k``: paragraphs retrieved per
+    step (top-k); ``folds``: term-grouped folds (5). ``out``: the run folder (default
+    ``runs/eval/<stem>-facts-oof[-noretrieval]-<model>``). ``write_heads``: save the final heads
+    to ``$SQA_HOME/heads`` (only when ``pool`` is empty: heads fitted on the questions themselves)."""
+
+    split: str
+    questions: Sequence[Question]
+    model: str
+    index_dir: Path
+    backend: str = "embedded"
+    k: int = 10
+    folds: int = 5
+    retrieval: bool = True
+    limit: Optional[int] = None
+    out: Optional[Path] = None
+    pool: Sequence[Question] = ()
+    settings: dict = field(default_factory=lambda: dict(OOF_SETTINGS))
+    dataset: str = ""  # "<file name>:<12 hex sha256>" of a --dataset file
+    stem: str = ""  # the default run folder's first part (split or dataset file stem; default split)
+    preset: str = "facts"
+    base_url: Optional[str] = None
+    write_heads: bool = True
+
+    @property
+    def kind(self) -> str:
+        """Which head answers: "facts", or "plain" without retrieval."""
+        return "facts" if self.retrieval else "plain"
+
+    def eval_options(self) -> EvalOptions:
+        """The run's identity as ``run.json`` records it (the ``head`` option names the protocol)."""
+        return EvalOptions(split=self.split, model=self.model, decomposition="question", k=self.k, backend=self.backend,
+                           folds=self.folds, limit=self.limit, batch_size=1, retrieval=self.retrieval, reader="facts",
+                           oracle=None, head=oof_head_identity(self.folds, self.kind), dataset=self.dataset,
+                           preset=self.preset)
+
+
+@dataclass
+class OofProgress:
+    """One progress event of an out-of-fold run, given to its ``progress`` callback.
+
+    ``stage``: "loading" (the model is loading; ``message`` names it), "features" (``done`` of
+    ``total`` questions' features read, ``seconds_per_question`` over this session; one event
+    before the first question and one after each), "interrupted" (Ctrl-C: what is read is saved;
+    the run re-raises KeyboardInterrupt), "crossfit" (a line of the cross-fitting), "heads" (the
+    final heads were written). ``message``: a line worth showing (empty for features ticks)."""
+
+    stage: str
+    done: int = 0
+    total: int = 0
+    seconds_per_question: Optional[float] = None
+    message: str = ""
+
+
+def oof_pool(model: str, retrieval: bool, head: str | Path | None, split: str,
+             questions: Sequence[Question]) -> tuple[list[Question], dict] | None:
+    """None when ``questions`` are answered by one head; else ``(pool, fact settings)`` for an
+    out-of-fold run: ``pool`` = further questions the heads are fitted on (empty for train /
+    train-2061 / all, whose own questions are; a head's ``fitted_qids`` when it was fitted on some
+    of ``questions``). Raises SqaError for ``head`` (a file) given where its answers would be
+    in-sample."""
+    from sqa.facts.reader import head_for
+
+    if split in TRAIN_SPLITS:
+        if head is not None:
+            raise SqaError(f"--head with --split {split}: these questions are answered out-of-fold by heads fitted on the "
+                           "other folds; leave --head out (or evaluate that head on dev or test)")
+        return [], dict(OOF_SETTINGS)
+    try:
+        h = head_for(model, "facts" if retrieval else "plain", head)
+    except SqaError:
+        return None  # load_head names the missing head in one line
+    fitted = h.provenance.get("fitted_qids")
+    if not isinstance(fitted, list):
+        return None
+    seen = set(fitted)
+    overlap = [q.qid for q in questions if q.qid in seen]
+    if not overlap:
+        return None
+    if head is not None:
+        raise SqaError(f"--head {head}: it was fitted on {len(overlap)} of these questions (e.g. {overlap[0]}), so its "
+                       "accuracy there would be in-sample; leave --head out to answer them out-of-fold")
+    from sqa.strategyqa import questions_by_id
+
+    known = questions_by_id()
+    facts = h.provenance.get("facts") or {}
+    return [known[q] for q in fitted if q in known], {"sentence_paragraphs": facts.get("sentence_paragraphs"),
+                                                     "wiki": facts.get("wiki", 3), "train": facts.get("train", 2),
+                                                     "max_words": facts.get("max_words", 40),
+                                                     "scorer": facts.get("scorer", "bm25"),
+                                                     "step_facts": facts.get("step_facts", 0)}
+
+
+ProgressCallback = Callable[[OofProgress], None]
 
 
 def oof_head_identity(folds: int, kind: str = "facts") -> str:

@@ -229,6 +229,24 @@ def model_stem(model: str) -> str:
     return Path(model).name
 
 
+def model_file_sha256(model: str) -> str | None:
+    """sha256 (64 hex) of a model's weights file without loading it: the registry's (checked when
+    the GGUF was assembled) for a built-in name, the file's for a ``.gguf`` path, None otherwise (a
+    Hugging Face checkpoint or a served model). Reads the whole file (about 1 GB: seconds)."""
+    import hashlib
+
+    if model in MODELS:
+        return MODELS[model].sha256
+    p = Path(model).expanduser()
+    if p.suffix == ".gguf" and p.is_file():
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    return None
+
+
 def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
     """The GGUF file for a registry name or a ``.gguf`` path; None when ``model`` is neither (then
     it is a served model or a Hugging Face name/path). Raises SqaError for a ``.gguf`` path that is missing,

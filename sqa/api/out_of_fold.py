@@ -1,0 +1,120 @@
+"""The out-of-fold run of the facts reader as one library call (``sqa eval --split train`` and
+dev / test / ``--dataset`` questions a head was fitted on, issue 35): features read once into the
+store (:class:`sqa.facts.store.FeaturesStore`, resumable), cross-fitted by :mod:`sqa.eval.oof`,
+the run folder written and, for train / train-2061 / all, the model's answer heads saved to
+``$SQA_HOME/heads``. Progress goes to a callback (:class:`sqa.eval.oof.OofProgress`); nothing
+is printed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from sqa.eval.oof import OofOptions, OofProgress, ProgressCallback
+from sqa.eval.results import Run, default_run_dir
+from sqa.types import SqaError, StoreMismatch
+
+
+def _quiet(event: OofProgress) -> None:
+    pass
+
+
+def oof_run_dir(options: OofOptions) -> Path:
+    """The run folder of ``options``: ``options.out``, else ``runs/eval/<stem>-facts-oof-<model>``."""
+    tag = "facts-oof" + ("" if options.retrieval else "-noretrieval")
+    return Path(options.out or default_run_dir(options.stem or options.split, tag, options.model))
+
+
+def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = None) -> Run:
+    """Answer ``options.questions`` out-of-fold and return the :class:`sqa.eval.results.Run`
+    (``metrics`` adds ``protocol`` and ``out_of_fold``; ``heads``: the head files written, kind ->
+    path, for train / train-2061 / all).
+
+    Resumable: features already in the store are not read again; Ctrl-C (KeyboardInterrupt) keeps
+    every finished question's features and is re-raised after an "interrupted" event. Raises
+    SqaError (one line) for a run folder holding another run, a missing index or model, a model
+    file other than the store's (:class:`sqa.types.StoreMismatch`), a head's fitted questions
+    missing from the store, or without scikit-learn (the ``models`` extra)."""
+    from sqa.eval.oof import run_oof
+    from sqa.eval.rundir import check_run_file
+    from sqa.facts.features import FactSettings
+    from sqa.facts.store import FeaturesStore, store_meta
+    from sqa.models.registry import model_file_sha256, model_stem
+    from sqa.paths import sqa_home
+    from sqa.pipeline import index_info
+
+    progress = progress or _quiet
+    settings = FactSettings(k=options.k, **options.settings)
+    info = index_info(options.index_dir, options.backend)
+    out_dir = oof_run_dir(options)
+    check_run_file(out_dir, options.eval_options(), info)
+    try:
+        import sklearn  # noqa: F401
+    except ImportError:
+        raise SqaError("an out-of-fold run fits answer heads, which needs scikit-learn: pip install 'sqa[models]'") \
+            from None
+    safe = model_stem(options.model)
+    sha = model_file_sha256(options.model)
+    pool, questions = list(options.pool), list(options.questions)
+    with FeaturesStore(FeaturesStore.default_root(safe, settings), store_meta(safe, sha, settings, info)) as store:
+        done = store.read()
+        missing_pool = [q for q in pool if q.qid not in done]
+        if missing_pool:
+            raise SqaError(f"the answer head of {safe} was fitted on {len(pool):,} questions, {len(missing_pool):,} of "
+                           f"whose features are not in {store.root}; run `sqa eval --split train --model "
+                           f"{options.model}` first")
+        need = [q for q in questions if q.qid not in done]
+        if need:
+            _read_features(store, need, done, options, settings, progress, total=len(questions))
+        n = len({q.qid for q in [*questions, *pool]})
+        progress(OofProgress("crossfit", message=f"cross-fitting {n:,} questions ({options.folds} term-grouped folds)…"))
+        prov = {"prompt": store.meta["prompt"], "facts": settings.to_dict(),
+                "fitted_on": options.split if not pool else "the questions of the head it replaces",
+                "index": info.get("preset"), "index_identity": store.meta["index"],
+                "features": str(Path("features") / safe / store.root.name)}
+        summary, cf = run_oof(options.eval_options(), out_dir, questions, done, pool=pool, model=safe,
+                              model_sha256=sha, provenance=prov, index_info=info, kind=options.kind,
+                              log=lambda line: progress(OofProgress("crossfit", message=line)))
+    heads: dict[str, Path] = {}
+    if not pool and options.write_heads:
+        folder = sqa_home() / "heads"
+        for name, h in cf.heads.items():
+            heads[name] = folder / f"{safe}.{name}.json"
+            h.save(heads[name])
+        progress(OofProgress("heads", message=f"answer heads of {safe} ({', '.join(cf.heads)}; fitted on "
+                                              f"{len(cf.heads['plain'].provenance['fitted_qids']):,} questions) -> {folder}"))
+    return Run.from_summary(summary, heads)
+
+
+def _read_features(store, need, done, options: OofOptions, settings, progress: ProgressCallback, total: int) -> None:
+    """Read the features of ``need`` into ``store`` (one fsync'd line per question), reporting each;
+    Ctrl-C keeps what is finished and re-raises."""
+    from sqa.facts.training import model_sha256
+    from sqa.pipeline import features_reader
+
+    fr = features_reader(options.model, settings, options.index_dir, options.backend, base_url=options.base_url,
+                         on_loading=lambda m: progress(OofProgress("loading", message=f"loading {m}…")))
+    try:
+        sha = model_sha256(fr.model)
+        if store.meta["model_sha256"] not in (None, sha):
+            raise StoreMismatch(f"{options.model}: its file's sha256 ({(sha or '?')[:12]}…) is not the one this run "
+                                "expects; re-assemble the model (delete it from $SQA_HOME/models)")
+        have = total - len(need)
+        t0, n = time.perf_counter(), [0]
+        progress(OofProgress("features", done=have, total=total))
+
+        def tick(qf) -> None:
+            n[0] += 1
+            progress(OofProgress("features", done=have + n[0], total=total,
+                                 seconds_per_question=(time.perf_counter() - t0) / n[0]))
+
+        try:
+            store.extract(fr.model, fr.selector, need, done, on_question=tick, decompose=fr.decompose)
+        except KeyboardInterrupt:
+            progress(OofProgress("interrupted", done=have + n[0], total=total,
+                                 message=f"interrupted: the features of {have + n[0]:,} of {total:,} questions are saved "
+                                         f"in {store.root}; run the same command to continue"))
+            raise
+    finally:
+        fr.close()
