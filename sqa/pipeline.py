@@ -5,7 +5,7 @@ module is the one place that does.
 - :func:`open_index` / :func:`index_info`: the search backend of an index directory and the
   index's identity (``sqa.indexing.manifest``).
 - :func:`make_retriever`: a ``Retriever`` by name over a backend.
-- :func:`load_head`: the answer head of the facts reader and its identity.
+- :func:`load_head`: the answer head of the facts reader and its identity (None: zero-shot).
 - :func:`build_reader`: a :class:`Pipeline` for a preset (``sqa.presets``).
 - :func:`reader_factory`: ``pool -> reader`` for ``sqa.eval.runner.run_eval``.
 - :func:`features_reader`: model, fact selector and decomposer that read the facts reader's
@@ -73,12 +73,21 @@ def load_head(model: str, retrieval: bool, oracle: str | None, path: str | Path 
     """``(head, identity)``: the facts reader's answer head for ``model`` (the facts head, or the
     no-retrieval one when ``retrieval`` is off and no oracle is shown; ``path`` overrides) and its
     identity ``"<kind>:<12 hex of the sha256 of its model, spec, intercept and first 64
-    coefficients>"``. Raises SqaError when no head exists, or when ``split`` / ``questions`` hold
-    questions the head was trained on (its accuracy there would be in-sample)."""
+    coefficients>"``. When the model has no head (and no ``path`` is given): ``(None,
+    "zero-shot:<kind>")``, and the reader answers with the model's own, uncalibrated P(yes)
+    (``sqa.facts.reader.FactsReader``). Raises SqaError for a ``path`` that is missing or not a
+    head, or when ``split`` / ``questions`` hold questions the head was trained on (its accuracy
+    there would be in-sample)."""
     from sqa.facts.reader import head_for
+    from sqa.types import HeadNotFound
 
     kind = "facts" if (retrieval or oracle) else "plain"
-    h = head_for(model, kind, path)
+    try:
+        h = head_for(model, kind, path)
+    except HeadNotFound:
+        if path:
+            raise
+        return None, zero_shot_identity(kind)
     trained_on = h.provenance.get("train_split")
     if trained_on == "train-2061" and questions is not None:
         from sqa.strategyqa import load_questions
@@ -99,12 +108,21 @@ def load_head(model: str, retrieval: bool, oracle: str | None, path: str | Path 
     return h, f"{kind}:{digest}"
 
 
+def zero_shot_identity(kind: str) -> str:
+    """The ``head`` option of a run answered without a head (recorded in ``run.json``'s identity,
+    so a zero-shot run is never resumed with a head's answers, nor the other way round)."""
+    return f"zero-shot:{kind}"
+
+
 def check_head_states(head, model: str | LanguageModel) -> None:
     """Raise SqaError (one line) when ``head`` reads hidden states and ``model`` (a name, or a loaded
     model) gives none: a served model (``openai:NAME``) returns log-odds only, so its head must be
-    one of log-odds features (``sqa eval --split train --model openai:NAME`` fits one)."""
+    one of log-odds features (``sqa eval --split train --model openai:NAME`` fits one). No head
+    (None: zero-shot) reads log-odds only and passes."""
     from sqa.models.registry import is_served
 
+    if head is None:
+        return
     name = model if isinstance(model, str) else getattr(model, "name", "")
     no_states = is_served(name) if isinstance(model, str) else getattr(model, "has_hidden_states", True) is False
     if no_states and head.spec.states:
@@ -136,8 +154,8 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
     fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
     for ``sqa.steps.models.load_model``, or a loaded ``LanguageModel``).
 
-    Facts reader: ``head`` (from :func:`load_head`; loaded here when None) is checked against the
-    model; ``features_cache`` is a features file (``sqa.facts.features``). Steps reader:
+    Facts reader: ``head`` (from :func:`load_head`; loaded here when None, and answering zero-shot
+    when the model has none) is checked against the model; ``features_cache`` is a features file (``sqa.facts.features``). Steps reader:
     ``fewshot_pool`` = the questions demonstrations come from (default train-2061). ``base_url``:
     the server of a served model (``openai:NAME``). Raises SqaError for a missing index, model or
     head, and for a head that reads hidden states with a served model (which gives none)."""
@@ -159,7 +177,8 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
             check_head_states(head, name if isinstance(model, str) else model)
             lm = (load_model(model, base_url=base_url) if base_url else load_model(model)) if isinstance(model, str) \
                 else model
-            head.check_model(model_stem(name), model_sha256(lm))
+            if head is not None:
+                head.check_model(model_stem(name), model_sha256(lm))
             from sqa.paths import sqa_home
 
             reader = FactsReader(lm, head, ret, k=k, oracle=preset.oracle, backend=be, features_cache=features_cache,

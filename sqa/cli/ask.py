@@ -132,8 +132,8 @@ def _json_text(obj: dict, model: str) -> str:
 
 def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: bool, head, index_dir,
                backend: str, err: Console, base_url: str | None = None) -> None:
-    """``sqa ask`` with the facts reader: facts (with their sources) and the head's answer; with
-    ``--steps`` the decomposer's steps too (for the reader of the output; the answer does not use them)."""
+    """``sqa ask`` with the facts reader: facts (with their sources) and the head's answer (or,
+    for a model without a head, its own uncalibrated P(yes), said so); with ``--steps`` the decomposer's steps too (for the reader of the output; the answer does not use them)."""
     import time
 
     from sqa.pipeline import build_reader, check_head_states, load_head, open_index
@@ -185,10 +185,20 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     verdict = "Yes" if result.answer else "No"
     color = "green" if result.answer else "red"
     own = ", ".join(f"{n} {p:.2f}" for n, p in result.signals.items())
-    tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f} [dim](answer head; the model's own P(yes): "
-             f"{own})[/dim]  confidence={result.confidence:.2f}  "
+    how = f"answer head; the model's own P(yes): {own}" if result.calibrated else \
+        f"the model's own, uncalibrated: no answer head for {model}; `{fit_command(model, base_url)}` fits one"
+    tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f} [dim]({escape(how)})[/dim]  "
+             f"confidence={result.confidence:.2f}  "
              f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
     Console().print(tree)
+
+
+def fit_command(model: str, base_url: str | None = None) -> str:
+    """The command that fits ``model``'s answer heads (with the server's ``--base-url`` for a served model)."""
+    from sqa.facts.reader import train_command
+    from sqa.redact import redact_url
+
+    return train_command(model) + (f" --base-url {redact_url(base_url)}" if base_url else "")
 
 
 def _show_steps(question: str, reader, result, k: int, err: Console) -> tuple[list[list], str]:

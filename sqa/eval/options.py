@@ -90,6 +90,16 @@ class EvalOptions:
         facts reader (its answer head is identified by ``head``)."""
         return STEPS_DECISION if self.reader == "steps" else None
 
+    @property
+    def answering(self) -> str:
+        """How the answers were made (run.json's vocabulary): "zero-shot" (the model's own,
+        uncalibrated P(yes): the steps reader, or the facts reader without a head, whose ``head``
+        is "zero-shot:<kind>"), "out-of-fold" (heads fitted on the other folds) or "head" (one
+        held-out answer head)."""
+        if self.reader == "steps" or self.head.startswith("zero-shot"):
+            return "zero-shot"
+        return "out-of-fold" if self.head.startswith("out-of-fold") else "head"
+
     def identity(self) -> dict:
         """The options that define the run, as recorded in ``run.json`` (without the index's)."""
         return {name: getattr(self, name) for name in self.IDENTITY}

@@ -69,8 +69,13 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         f"{_fmt(index.get('paragraph_count'))} paragraphs).",
         "",
         f"Few-shot examples: {metrics['fewshot']['rule']}." if metrics.get("reader", "steps") == "steps" else
-        f"Reader: facts (fixed demonstrations, facts shown, trained answer head `{_fmt(metrics.get('head'))}`).",
+        f"Reader: facts (fixed demonstrations, facts shown, trained answer head `{_fmt(metrics.get('head'))}`)."
+        if metrics.get("answering") != "zero-shot" else
+        "Reader: facts (fixed demonstrations, facts shown, no answer head).",
         "",
+        *([(f"Answering: **zero-shot**: P(yes) is the model's own, uncalibrated (answer Yes at P(yes) >= 0.5); "
+            f"`sqa eval --split train --model {metrics['model']}` fits an answer head."), ""]
+          if metrics.get("reader") == "facts" and metrics.get("answering") == "zero-shot" else []),
         *([f"**{metrics['oracle_note']}**", ""] if metrics.get("oracle") else []),
         *([f"Protocol: **{metrics['protocol']}** ({metrics.get('protocol_note', '')}).", ""]
           if metrics.get("protocol") else []),

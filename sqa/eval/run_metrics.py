@@ -209,6 +209,8 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
         "oracle_note": (f"ORACLE run: the reader was shown each question's annotated {options.oracle}; an upper "
                         "bound for diagnosis, not a system result") if options.oracle else None,
         "head": options.head or None,
+        "answering": options.answering,
+        "calibrated": options.answering != "zero-shot",
         "signals": signal_accuracy(rows),
         "model": options.model,
         "index": index_info or {},

@@ -220,7 +220,7 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None)
     elif (out_dir / TRACES_FILE).exists() and (out_dir / TRACES_FILE).stat().st_size:
         raise SqaError(f"{out_dir}: has {TRACES_FILE} but no {RUN_FILE}, so its options are unknown; use another --out")
     recorded = {"format": RUN_FORMAT, "identity": identity, "options": options.to_dict(), "index": index_info or {},
-                "created_at": now()}
+                "answering": options.answering, "created_at": now()}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, recorded)
     return recorded

@@ -9,6 +9,12 @@ its yes/no log-odds (``sqa.facts.prompt``); the head (``sqa.facts.head``) maps t
 features it was trained on to P(yes). Without retrieval the same reader reads the plain prompt only
 and the no-retrieval head answers. The model's own verbalised readings are kept in
 ``ReasoningResult.signals`` ("plain", "facts") for comparison.
+
+Zero-shot (no answer head for the model yet, issue 42): the answer is the model's own P(yes) of
+the last read-out, after all facts (``signals["facts"]``), or of the plain prompt without
+retrieval, thresholded at 0.5 (P(yes) = P(" Yes") / (P(" Yes") + P(" No")) at "Answer:", so 0.5
+is where the model puts equal weight on both answers; no bias correction, nothing fitted). It is
+marked ``calibrated=False``; ``sqa eval --split train --model M`` fits a head, used from then on.
 """
 
 from __future__ import annotations
@@ -23,7 +29,12 @@ from sqa.facts.features import FactSelector, FactSettings, complete_lines, quest
 from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
 from sqa.facts.head import AnswerHead, feature_vector, scalar_features
 from sqa.trace import ReasoningResult
-from sqa.types import ORACLES, LanguageModel, Question, SqaError
+from sqa.types import ORACLES, HeadNotFound, LanguageModel, Question, SqaError
+
+# The fact settings of a reader without a head (zero-shot): those of an out-of-fold run and the
+# shipped heads (the best sentences of the top 3 paragraphs; FactSettings' doc), so the features a
+# zero-shot answer reads are the ones a head later fitted by `sqa eval --split train` reads.
+ZERO_SHOT_SETTINGS = {"sentence_paragraphs": 3}
 
 
 def _sigmoid(z: float) -> float:
@@ -31,8 +42,11 @@ def _sigmoid(z: float) -> float:
 
 
 class FactsReader:
-    """Answers questions with the facts reader and a trained ``AnswerHead``.
+    """Answers questions with the facts reader and a trained ``AnswerHead``, or zero-shot.
 
+    - ``head``: the answer head; None answers zero-shot with the model's own P(yes) (the module
+      doc), each result marked ``calibrated=False``, facts read when ``retriever`` (or an oracle)
+      is given.
     - ``retriever``: a ``sqa.retriever`` Retriever (None: no retrieval; the head must then read
       the plain prompt only).
     - ``oracle``: "facts" (the question's annotated facts are shown) or "paragraphs" (the best
@@ -48,20 +62,26 @@ class FactsReader:
 
     prefers_batches = False
 
-    def __init__(self, model: LanguageModel, head: AnswerHead, retriever=None, *, k: int = 10,
+    def __init__(self, model: LanguageModel, head: AnswerHead | None, retriever=None, *, k: int = 10,
                  settings: FactSettings | None = None, oracle: str | None = None, backend=None,
                  features_cache: str | Path | None = None, prefix_cache: str | Path | None = None):
-        if head.spec.uses_facts and retriever is None and oracle is None:
+        if head is not None and head.spec.uses_facts and retriever is None and oracle is None:
             raise SqaError("this answer head reads facts, so it needs retrieval; use the no-retrieval head "
                            "(--no-retrieval picks it) or pass --head")
-        head.check_size(getattr(model, "hidden_size", None), getattr(model, "name", "") or "this model")
+        if head is not None:
+            head.check_size(getattr(model, "hidden_size", None), getattr(model, "name", "") or "this model")
         self.model = model
         self.head = head
         self.retriever = retriever
         self.k = k
-        self.settings = settings or FactSettings.from_dict(head.provenance.get("facts", {}), k=k)
         self.oracle = oracle
-        self.selector = FactSelector(retriever if head.spec.uses_facts or oracle else None, self.settings,
+        # facts are shown (and read out after) when the head reads them, or zero-shot when retrieving
+        self.reads_facts = bool(oracle) or (head.spec.uses_facts if head is not None else retriever is not None)
+        if settings is None:
+            settings = FactSettings.from_dict(head.provenance.get("facts", {}), k=k) if head is not None \
+                else FactSettings(k=k, **ZERO_SHOT_SETTINGS)
+        self.settings = settings
+        self.selector = FactSelector(retriever if self.reads_facts else None, self.settings,
                                      oracle=oracle, backend=backend)
         self.decomposer = None
         if self.selector.needs_steps:  # a head trained on step facts: the model writes the steps first
@@ -76,12 +96,12 @@ class FactsReader:
         if prefix_cache is not None and warm is not None:
             from sqa.facts.prompt import facts_prefix, plain_prefix
 
-            warm([plain_prefix()] + ([facts_prefix()] if head.spec.uses_facts or oracle else []), prefix_cache)
+            warm([plain_prefix()] + ([facts_prefix()] if self.reads_facts else []), prefix_cache)
 
     def _select(self, q: Question, steps: Sequence[str] = ()):
         """(facts, hits) for one question: the oracle's, the selector's when the head reads facts,
         else none, with the question's top-k hits kept as the run's evidence when retrieving."""
-        if self.head.spec.uses_facts or self.oracle:
+        if self.reads_facts:
             return self.selector.select(q, steps)
         return [], (self.retriever.retrieve(q.question, [], self.k) if self.retriever is not None else [])
 
@@ -95,6 +115,11 @@ class FactsReader:
         return question_features(self.model, q, self._select, self.decomposer)
 
     def answer_features(self, q: Question, qf: QuestionFeatures) -> ReasoningResult:
+        """The answer of one question from its features: the head's P(yes), or zero-shot the
+        model's own (:meth:`zero_shot`). Raises SqaError for features the head cannot read or
+        read-outs that are not numbers."""
+        if self.head is None:
+            return self.zero_shot(q, qf)
         x = feature_vector(self.head.spec, qf.states, qf.log_odds, scalar_features(qf))
         if x.shape != self.head.coef.shape:
             raise SqaError(f"{self.head.shown}: has {len(self.head.coef):,} coefficients but question {q.qid or q.question!r} "
@@ -109,8 +134,24 @@ class FactsReader:
                            "re-create the head with `sqa eval --split train`")
         return features_result(q, qf, p, f"head:{self.head.spec.name}", k=self.k,
                                model_name=getattr(self.model, "name", ""),
-                               shows_facts=self.head.spec.uses_facts or bool(self.oracle),
-                               retrieval=self.retriever is not None)
+                               shows_facts=self.reads_facts, retrieval=self.retriever is not None)
+
+    def zero_shot(self, q: Question, qf: QuestionFeatures) -> ReasoningResult:
+        """The model's own P(yes) (the module doc): the sigmoid of the log-odds after the last
+        fact line (``facts``), or of the plain prompt (``plain``) when no facts were shown;
+        ``calibrated=False``, ``decision`` "zero-shot:facts" / "zero-shot:plain". Raises SqaError
+        when that read-out is missing or not a number."""
+        name = f"f{len(qf.facts)}" if qf.facts and self.reads_facts else "plain"
+        lo = qf.log_odds.get(name)
+        if not _num(lo):
+            raise SqaError(f"model {getattr(self.model, 'name', '')}: its {name} read-out for question "
+                           f"{q.qid or q.question!r} is {'missing' if lo is None else 'not a number (NaN/inf)'}; "
+                           "its file may be damaged, or the features cache lacks that read-out")
+        r = features_result(q, qf, _sigmoid(lo), f"zero-shot:{'plain' if name == 'plain' else 'facts'}", k=self.k,
+                            model_name=getattr(self.model, "name", ""), shows_facts=self.reads_facts,
+                            retrieval=self.retriever is not None)
+        r.calibrated = False
+        return r
 
     def answer_batch(self, questions: Sequence[Question], decomposition: str = "question",
                      on_result: Callable[[ReasoningResult], None] | None = None) -> list[ReasoningResult]:
@@ -247,7 +288,9 @@ def train_command(model_name: str) -> str:
 
 def head_for(model_name: str, kind: str, path: str | Path | None = None) -> AnswerHead:
     """The answer head to use: ``path`` if given, else ``$SQA_HOME/heads/<model>.<kind>.json``
-    (written by ``sqa eval --split train``), else the one shipped in the package. Raises SqaError if none."""
+    (written by ``sqa eval --split train``), else the one shipped in the package. Raises
+    ``HeadNotFound`` when there is none (the caller may answer zero-shot), SqaError for a ``path``
+    that is missing or not a head, or a head for another hidden size."""
     from sqa.paths import sqa_home
     from sqa.facts.head import shipped_head_path
 
@@ -266,7 +309,7 @@ def head_for(model_name: str, kind: str, path: str | Path | None = None) -> Answ
             head = AnswerHead.load(cand)
             head.check_size(size, model_name)
             return head
-    raise SqaError(f"no answer head for model {model_name}; build its heads with `{train_command(model_name)}`")
+    raise HeadNotFound(f"no answer head for model {model_name}; build its heads with `{train_command(model_name)}`")
 
 
-__all__ = ["FactsReader", "ORACLES", "PROMPT_VERSION", "head_for"]
+__all__ = ["FactsReader", "ORACLES", "PROMPT_VERSION", "ZERO_SHOT_SETTINGS", "head_for"]

@@ -281,7 +281,8 @@ class StepsReader:
                 question=st.question, steps=st.traces, answer=ans, p_yes=p_yes, paragraphs=st.paragraphs,
                 qid=st.qid, timings={k: round(v, 4) for k, v in st.timings.items()}, model=self.model.name,
                 fewshot_qids=st.fewshot_qids, p_yes_raw=float(p_yes),
-                signals={k: round(v, 6) for k, v in readings.items()}, decision=DECISION))
+                signals={k: round(v, 6) for k, v in readings.items()}, decision=DECISION,
+                calibrated=False))  # the model's own P(yes): no answer head reads it
         return results
 
 
