@@ -67,6 +67,11 @@ def _digest(path: Path) -> str:
 def eval_command(
     ctx: typer.Context,
     split: Annotated[Optional[str], typer.Option("--split", help=SPLIT_HELP + " Default: dev.", show_default=False)] = None,
+    protocol: Annotated[Optional[str], typer.Option("--protocol", help="A named question set instead of --split: "
+                                                    "dev-229 | train-first-500 | train-first-1000 | train-2290 (the "
+                                                    "release's order; train ones answered out-of-fold by the facts "
+                                                    "reader; see docs/protocols.md). Recorded in run.json.",
+                                                    show_default=False)] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N questions of the split.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default: ./runs/eval/SPLIT-DECOMPOSITION-MODEL). "
                                                 "The same directory resumes the run.", show_default=False)] = None,
@@ -120,6 +125,14 @@ def eval_command(
     dataset_id, dataset_questions = "", None
     if dataset is not None and split is not None:
         raise SqaError(f"give either --split {split} or --dataset {dataset}, not both")
+    if protocol is not None:
+        from sqa.eval.protocols import get_protocol, protocol_limit
+
+        if split is not None or dataset is not None:
+            raise SqaError(f"--protocol {protocol} names its own questions; leave out "
+                           f"{'--split' if split is not None else '--dataset'}")
+        proto = get_protocol(protocol)
+        split, limit = proto.split, protocol_limit(proto, limit)
     split = split or "dev"
     if features_cache is not None:  # checked line by line before any model loads
         from sqa.facts.reader import check_features_file
@@ -139,6 +152,10 @@ def eval_command(
         raise SqaError(f"--base-url goes with a served model (--model openai:NAME), not {model!r}")
     questions = select_questions(split, limit) if dataset_questions is None else dataset_questions[:limit] \
         if limit else dataset_questions
+    if protocol is None:
+        from sqa.eval.protocols import protocol_of
+
+        protocol = protocol_of(split if dataset is None else "custom", len(questions))
     if reader == "facts" and oracle is None:
         from sqa.eval.oof import OofOptions, oof_pool
 
@@ -152,7 +169,7 @@ def eval_command(
             eval_oof_command(OofOptions(split=split, questions=questions, model=model, index_dir=idx, backend=backend,
                                         k=k, folds=folds, retrieval=retrieval, limit=limit, out=out, pool=pool[0],
                                         settings=pool[1], dataset=dataset_id, preset=chosen.name,
-                                        stem=dataset.stem if dataset is not None else split, base_url=base_url))
+                                        stem=dataset.stem if dataset is not None else split, base_url=base_url, protocol=protocol))
             return
     if reader == "facts":
         from sqa.pipeline import check_head_states
@@ -161,7 +178,7 @@ def eval_command(
         check_head_states(head_obj, model)
     options = EvalOptions(split=split, model=model, decomposition=decomposition, k=k, backend=backend, folds=folds,
                           limit=limit, batch_size=batch_size, retrieval=retrieval, reader=reader, oracle=oracle,
-                          head=head_id or "", dataset=dataset_id, preset=chosen.name)
+                          head=head_id or "", dataset=dataset_id, preset=chosen.name, protocol=protocol)
     tag = decomposition if retrieval else f"{decomposition}-noretrieval"
     if reader == "facts":
         tag = f"facts{'-oracle-' + oracle if oracle else ''}{'' if retrieval else '-noretrieval'}"

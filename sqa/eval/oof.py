@@ -61,6 +61,7 @@ class OofOptions:
     preset: str = "facts"
     base_url: Optional[str] = None
     write_heads: bool = True
+    protocol: str = ""  # the named question set (sqa.eval.protocols), recorded in run.json
 
     @property
     def kind(self) -> str:
@@ -72,7 +73,7 @@ class OofOptions:
         return EvalOptions(split=self.split, model=self.model, decomposition="question", k=self.k, backend=self.backend,
                            folds=self.folds, limit=self.limit, batch_size=1, retrieval=self.retrieval, reader="facts",
                            oracle=None, head=oof_head_identity(self.folds, self.kind), dataset=self.dataset,
-                           preset=self.preset)
+                           preset=self.preset, protocol=self.protocol)
 
 
 @dataclass

@@ -28,8 +28,8 @@ class EvalOptions:
 
     The fields in :attr:`IDENTITY` define the run: resuming a directory with different values is
     refused. ``limit`` (first N questions of the split), ``batch_size`` (questions per
-    ``answer_batch`` call) and ``preset`` (the name the options were given by) may change between
-    sessions. ``dataset``: for split ``custom``, ``"<file name>:<sha256 of its bytes, 12 hex>"``
+    ``answer_batch`` call), ``preset`` (the name the options were given by) and ``protocol`` (the
+    named question set, :mod:`sqa.eval.protocols`) may change between sessions. ``dataset``: for split ``custom``, ``"<file name>:<sha256 of its bytes, 12 hex>"``
     (``sqa eval --dataset``). ``head``: the answer head's identity (facts reader).
     Raises SqaError (one line) for an invalid combination.
     """
@@ -48,6 +48,7 @@ class EvalOptions:
     head: str = ""
     dataset: str = ""
     preset: str = ""
+    protocol: str = ""  # the named question set (sqa.eval.protocols), recorded in run.json; not the identity
 
     IDENTITY = ("split", "model", "decomposition", "k", "folds", "retrieval", "decision", "reader", "oracle", "head",
                 "dataset")

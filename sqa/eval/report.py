@@ -77,6 +77,9 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
             f"`sqa eval --split train --model {metrics['model']}` fits an answer head."), ""]
           if metrics.get("reader") == "facts" and metrics.get("answering") == "zero-shot" else []),
         *([f"**{metrics['oracle_note']}**", ""] if metrics.get("oracle") else []),
+        *([f"Question set: **{metrics['question_set']['protocol']}**, {metrics['question_set']['summary']}"
+           + (f" (cut to the first {metrics['question_set']['cut_to']} by --limit)"
+              if metrics['question_set'].get("cut_to") else "") + ".", ""] if metrics.get("question_set") else []),
         *([f"Protocol: **{metrics['protocol']}** ({metrics.get('protocol_note', '')}).", ""]
           if metrics.get("protocol") else []),
         f"Final answer: `{metrics.get('final_answer') or metrics.get('decision') or metrics.get('head') or '?'}`.",

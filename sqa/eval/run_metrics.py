@@ -19,6 +19,7 @@ from sqa.eval.fewshot import fewshot_description
 from sqa.eval.leaderboard import score_predictions, validate_predictions
 from sqa.eval.metrics import recall_at_k
 from sqa.eval.options import EvalOptions
+from sqa.eval.protocols import question_set
 from sqa.eval.rundir import TRACES_FILE, now, result_from_dict
 from sqa.jsonio import write_json_atomic
 from sqa.types import Question
@@ -188,6 +189,7 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
         "n": scores["count"],
         "n_predicted": len(predictions),
         "n_questions": len(questions),
+        "question_set": question_set(options.protocol, len(questions)),
         "complete": len(predictions) == len(questions),
         "Accuracy": scores.get("Accuracy"),
         "Accuracy_interval95": accuracy_interval95(rows),

@@ -1,6 +1,7 @@
 """A run directory: ``run.json`` (what defines the run) and ``traces.jsonl`` (what is done).
 
-- ``run.json``: ``{"format": 2, "identity", "options", "index", "created_at"}``. ``identity`` is
+- ``run.json``: ``{"format": 2, "identity", "options", "index", "protocol", "created_at"}``
+  (``protocol``: the named question set of the last session, :mod:`sqa.eval.protocols`, when it had one). ``identity`` is
   :meth:`EvalOptions.identity` plus ``index``, the identity of the index searched
   (:func:`sqa.indexing.manifest.index_identity`: backend, corpus, paragraph count, analyser, BM25
   parameters; never its directory), so a run copied to another machine or folder resumes there
@@ -211,6 +212,9 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None)
             raise SqaError(f"{path}: not a valid run file; delete the directory or use another --out") from None
         diff = _diff({k: old[k] if k in old else legacy_default(k) for k in identity}, identity)
         if not diff:
+            if options.protocol and recorded.get("protocol") != options.protocol:  # this session's question set
+                recorded["protocol"] = options.protocol
+                write_json_atomic(path, recorded)
             return recorded
         if (out_dir / TRACES_FILE).exists() and (out_dir / TRACES_FILE).stat().st_size:
             raise SqaError(f"{out_dir}: holds a run with other options ({'; '.join(diff)}); use another --out "
@@ -220,7 +224,8 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None)
     elif (out_dir / TRACES_FILE).exists() and (out_dir / TRACES_FILE).stat().st_size:
         raise SqaError(f"{out_dir}: has {TRACES_FILE} but no {RUN_FILE}, so its options are unknown; use another --out")
     recorded = {"format": RUN_FORMAT, "identity": identity, "options": options.to_dict(), "index": index_info or {},
-                "answering": options.answering, "created_at": now()}
+                "answering": options.answering, **({"protocol": options.protocol} if options.protocol else {}),
+                "created_at": now()}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, recorded)
     return recorded
