@@ -233,6 +233,8 @@ class ModelCapabilities:
     - ``prefill``: a ``ChatPrompt``'s non-empty ``reply`` is continued as an open assistant message
       (False: it is carried as a closed turn; ``sqa.steps`` copes with either).
     - ``prefix_cache``: ``warm_prefixes(texts, cache_dir)`` keeps prompt heads' KV cache on disk.
+    - ``concurrency``: how many requests the model serves at once (a served model's slots over all
+      its servers; 1 in-process): the steps reader then answers that many questions at once.
     """
 
     hidden_states: bool = False
@@ -243,6 +245,7 @@ class ModelCapabilities:
     chat_template: str = "chatml"
     prefill: bool = True
     prefix_cache: bool = False
+    concurrency: int = 1
 
     def to_dict(self) -> dict:
         """A JSON-serialisable dict of every field (recorded in ``run.json`` and ``sqa ask --json``)."""

@@ -177,3 +177,189 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def throwaway_home(path) -> "os.PathLike":
+    """A fresh ``$SQA_HOME`` at ``path`` with the real one's ``index`` and ``models`` linked in (so
+    nothing a test writes, such as a served model's response cache, lands in the user's home)."""
+    from pathlib import Path
+
+    from sqa.paths import sqa_home
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    real = sqa_home()
+    for name in ("index", "models"):
+        if (real / name).exists() and not (path / name).exists():
+            (path / name).symlink_to(real / name, target_is_directory=True)
+    return path
+
+
+class StandIn:
+    """An OpenAI-compatible stand-in server (stdlib ``http.server`` in a thread on 127.0.0.1) that
+    behaves like the servers of docs/served.md, one switch at a time:
+
+    - ``completions`` / ``chat``: "ok", "404", "chat-model" (OpenAI's 400 for a chat model on
+      /v1/completions), "no-logprobs", "think" (chat: the answer opens with ``<think>``; with
+      ``honor_no_thinking`` the ``chat_template_kwargs`` ``enable_thinking: false`` turns it off);
+    - ``prefill``: "continue" (``continue_final_message`` continues a final assistant message, as
+      vLLM), "always" (a final assistant message is continued, as llama-server), "none" (closed, as
+      llama-cpp-python's server); ``strict``: ``continue_final_message`` is refused with 400;
+    - ``bad``: None, "null" / "nan" / "inf" / "absurd" (that value in place of the Yes logprob),
+      "malformed" (a body that is not JSON), "cut" (a body shorter than its Content-Length);
+    - ``answer_as``: the ``model`` field of answers (default: the model asked for); ``key``: a key
+      the server wants (401 otherwise); ``latency``/``serial``: seconds per answer, one at a time.
+
+    Records ``requests`` (path, body) and counts ``question_requests`` (those whose prompt holds
+    ``Question:`` but is none of sqa's load-time probes). P(yes) is a deterministic function of the
+    prompt text (``standin_log_odds``)."""
+
+    PROBES = ("Question: Is the sun a star?\nAnswer (Yes or No):", "Question: Can a fish climb a tree?\nAnswer (Yes or No):")
+
+    def __init__(self, model: str = "fake-reader", **kw):
+        import json as _json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.model, self.completions, self.chat, self.prefill, self.bad = model, "ok", "ok", "continue", None
+        self.honor_no_thinking, self.strict, self.answer_as, self.key = False, False, None, None
+        self.latency, self.serial, self.user_pass = 0.0, False, None
+        self.__dict__.update(kw)
+        self.requests: list[tuple[str, dict]] = []
+        self.auth: set[str] = set()
+        self._serial = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, obj, raw: bytes | None = None, length: int | None = None):
+                body = raw if raw is not None else _json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(length if length is not None else len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+            def _authorised(self) -> bool:
+                got = self.headers.get("Authorization", "")
+                outer.auth.add(got)
+                if outer.key is not None and got != f"Bearer {outer.key}" and got != outer.key:
+                    self._send(401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}})
+                    return False
+                return True
+
+            def do_GET(self):
+                if not self._authorised():
+                    return
+                if self.path.rstrip("/") == "/v1/models":
+                    return self._send(200, {"object": "list", "data": [
+                        {"id": outer.model, "object": "model", "owned_by": "stand-in", "created": 1}]})
+                return self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                req = _json.loads(self.rfile.read(n) or b"{}")
+                if not self._authorised():
+                    return
+                path = self.path.rstrip("/")
+                outer.requests.append((path, req))
+                kind = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}.get(path)
+                if kind is None:
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                mode = getattr(outer, kind)
+                if mode == "404":
+                    return self._send(404, {"error": {"message": "Not Found"}})
+                if mode == "chat-model":
+                    return self._send(400, {"error": {"message": "This is a chat model and not supported in the "
+                                                                 "v1/completions endpoint. Did you mean to use v1/chat/completions?"}})
+                if req.get("model") != outer.model:
+                    return self._send(404, {"error": {"message": f"model {req.get('model')!r} not found"}})
+                if kind == "chat" and req.get("continue_final_message") and outer.strict:
+                    return self._send(400, {"error": {"message": "unknown field continue_final_message"}})
+                if outer.serial:
+                    with outer._serial:
+                        time.sleep(outer.latency)
+                elif outer.latency:
+                    time.sleep(outer.latency)
+                if outer.bad == "malformed" and "Question:" in _json.dumps(req):
+                    return self._send(200, None, raw=b"{\"id\": \"cmpl-1\", \"choices\": [")
+                if outer.bad == "cut" and "Question:" in _json.dumps(req):
+                    return self._send(200, None, raw=b"{\"id\": \"cmpl-1\", \"choi", length=400)
+                return self._send(200, outer.answer(kind, req, mode))
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    # -- answers -----------------------------------------------------------------------------------
+    def text_of(self, kind: str, req: dict) -> tuple[str, str | None]:
+        """(what the model reads, the open assistant reply it continues or None)."""
+        import json as _json
+
+        if kind == "completions":
+            return str(req.get("prompt", "")), None
+        msgs = list(req.get("messages") or [])
+        reply = None
+        last = msgs[-1] if msgs else {}
+        if last.get("role") == "assistant" and (self.prefill == "always" or
+                                                (self.prefill == "continue" and req.get("continue_final_message"))):
+            reply = last.get("content", "")
+        return _json.dumps(msgs, sort_keys=True), reply
+
+    @property
+    def question_requests(self) -> int:
+        return sum(1 for _, r in self.requests if "Question:" in self.text_of("completions" if "prompt" in r else "chat", r)[0]
+                   and not any(p in self.text_of("completions" if "prompt" in r else "chat", r)[0] for p in self.PROBES))
+
+    def answer(self, kind: str, req: dict, mode: str) -> dict:
+        import math as _math
+
+        text, reply = self.text_of(kind, req)
+        lo = standin_log_odds(text)
+        top = {" Yes": -0.7 + lo / 2, " No": -0.7 - lo / 2, " Maybe": -4.0}
+        bad = {"null": None, "nan": float("nan"), "inf": float("inf"), "absurd": 1e308}
+        if self.bad in bad and "Question:" in text and not any(p in text for p in self.PROBES):
+            top = {" Yes": bad[self.bad], " No": bad[self.bad] if self.bad != "absurd" else -1e308}
+        think = mode == "think" and not (self.honor_no_thinking and
+                                         (req.get("chat_template_kwargs") or {}).get("enable_thinking") is False)
+        if reply is not None and reply.rstrip().endswith("8,"):
+            tokens = [(" 9", {" 9": -0.01}), (",", {",": -0.01}), (" 10", {" 10": -0.01})]
+        elif think:
+            tokens = [("<think>", {"<think>": -0.01}), ("Let me see.", {"Let me see.": -0.1}),
+                      ("</think>", {"</think>": -0.01}), ("\n\n", {"\n\n": -0.01}),
+                      (max(top, key=lambda k: top[k] if isinstance(top[k], float) and _math.isfinite(top[k]) else -9), top)]
+        else:
+            best = max(top, key=lambda k: top[k] if isinstance(top[k], float) and _math.isfinite(top[k]) else -9)
+            tokens = [(best, top), (" because", {" because": -0.5})]
+        tokens = tokens[: max(int(req.get("max_tokens") or 16), 1)]
+        out = "".join(t for t, _ in tokens)
+        want = req.get("logprobs") and mode != "no-logprobs"
+        if kind == "completions":
+            lp = {"tokens": [t for t, _ in tokens], "token_logprobs": [None for _ in tokens],
+                  "top_logprobs": [d for _, d in tokens], "text_offset": [0] * len(tokens)} if want else None
+            choice = {"text": out, "index": 0, "logprobs": lp, "finish_reason": "length"}
+            obj = "text_completion"
+        else:
+            lp = {"content": [{"token": t, "logprob": -0.01, "top_logprobs": [{"token": k, "logprob": v} for k, v in d.items()]}
+                              for t, d in tokens]} if want else None
+            choice = {"index": 0, "message": {"role": "assistant", "content": out}, "logprobs": lp, "finish_reason": "length"}
+            obj = "chat.completion"
+        return {"id": "x-1", "object": obj, "created": 0, "model": self.answer_as or req.get("model"),
+                "choices": [choice], "usage": {"prompt_tokens": len(text) // 4, "completion_tokens": len(tokens),
+                                               "total_tokens": len(text) // 4 + len(tokens)}}
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def standin_log_odds(text: str) -> float:
+    """The stand-in's log-odds for a prompt text: a deterministic value in [-1, 1)."""
+    return 2 * int(hashlib.sha256(text.encode()).hexdigest()[:4], 16) / 65536 - 1

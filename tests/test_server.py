@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import free_port, one_error_line, run_sqa
+from helpers import free_port, one_error_line, run_sqa, throwaway_home
 
 # all of them slow (subprocesses, and llama.cpp's server for two): out of the fast lane, whose install
 # has no server extra
@@ -36,8 +36,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.server]
 
 
 @pytest.fixture(autouse=True)
-def _openai_sdk():
+def _openai_sdk(tmp_path, monkeypatch):
+    """The server extra, and a throw-away $SQA_HOME (its response cache, heads and runs; the index
+    and assembled models of the real one linked in)."""
     pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
+    monkeypatch.setenv("SQA_HOME", str(throwaway_home(tmp_path / "sqa_home")))
 
 MODEL = "qwen2.5-coder-0.5b"
 KEY = "sk-sqa-test-7f3a9c-KEEP-OUT"  # a recognisable key: must appear in no output and no file
@@ -204,9 +207,11 @@ def test_unknown_model_and_no_logprobs(fake, log_odds_head, tmp_path):
     r = run_sqa(_eval_args(fake.url, log_odds_head, tmp_path / "run0", model="openai:nope"), env=ENV)
     line = one_error_line(r)
     assert "does not serve 'nope'" in line and "openai:fake-reader" in line
-    fake.mode = "no-logprobs"
+    fake.mode = "no-logprobs"  # read by generation (tests/test_server_chat.py)
     r = run_sqa(_eval_args(fake.url, log_odds_head, tmp_path / "run"), env=ENV)
-    assert "returns no logprobs" in one_error_line(r)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert m["yes_no_unread"]["generation"] == 6 and m["yes_no_unread"]["top_logprobs"] == 0
     assert KEY not in r.stdout + r.stderr
 
 
@@ -224,12 +229,13 @@ def test_head_that_reads_states_is_refused(fake, tmp_path):
 
 @pytest.mark.parametrize("mode", ["fail", "stall"])
 def test_server_lost_mid_run_resumes(fake, log_odds_head, tmp_path, mode):
-    """HTTP 500 (after the SDK's retry) or a stall past the timeout from the 4th completion on (the
-    load-time probe is the 1st): one line, exit 2, the 2 answered questions kept; the same command
-    then finishes the run once the server is back."""
+    """HTTP 500 (after the SDK's retry) or a stall past the timeout from the 7th completion on (the
+    load-time probe and the 3 fingerprint read-outs are the first 4; a fixed concurrency skips its
+    measurement): one line, exit 2, the 2 answered questions kept; the same command then finishes
+    the run once the server is back."""
     out = tmp_path / "run"
-    fake.mode, fake.fail_after, fake.stall_s = mode, 3, 3.0
-    env = {**ENV, "SQA_OPENAI_TIMEOUT": "0.5"}
+    fake.mode, fake.fail_after, fake.stall_s = mode, 6, 3.0
+    env = {**ENV, "SQA_OPENAI_TIMEOUT": "0.5", "SQA_OPENAI_CONCURRENCY": "1"}
     r = run_sqa(_eval_args(fake.url, log_odds_head, out), env=env)
     line = one_error_line(r)
     assert ("HTTP 500" in line) if mode == "fail" else ("did not answer within 0.5 s" in line)

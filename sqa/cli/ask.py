@@ -18,8 +18,8 @@ from rich.tree import Tree
 from rich.markup import escape
 
 from sqa.cli import app
-from sqa.cli.common import BackendOpt, BaseUrlOpt, IndexDirOpt, PresetOpt, choose_preset, resolve_index_dir, \
-    served_warning
+from sqa.cli.common import AliasOpt, ApiOpt, BackendOpt, BaseUrlOpt, IndexDirOpt, PresetOpt, choose_preset, \
+    resolve_index_dir, served_json, served_options, served_warning
 from sqa.types import MAX_K, Question, SqaError
 
 
@@ -56,6 +56,8 @@ def ask_command(
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
     base_url: BaseUrlOpt = None,
+    api: ApiOpt = "auto",
+    allow_model_alias: AliasOpt = False,
 ) -> None:
     """Answer a yes/no question with a preset's reader (default facts) and show the evidence."""
     from sqa.pipeline import build_reader
@@ -69,6 +71,7 @@ def ask_command(
     chosen = choose_preset(preset, reader, False if no_retrieval else None, None, for_ask=True)
     reject_unused_flags(chosen.reader, decomposition, steps, head)
     decomposition = decomposition or "predicted"
+    base_url = served_options(base_url, api, allow_model_alias)
     err = Console(stderr=True)
     if chosen.reader == "facts":
         return _ask_facts(question, model, k, chosen, as_json, steps, head, resolve_index_dir(index_dir), backend, err,
@@ -80,7 +83,7 @@ def ask_command(
     served_warning(pipe.model, err)
     result.qid = None
     if as_json:
-        typer.echo(_json_text(result.to_ask_json(), model))
+        typer.echo(_json_text({**result.to_ask_json(), **served_json(pipe.model)}, model))
         return
     ids = [s.evidence[0] for s in result.steps if s.evidence] + result.paragraphs[:1]
     paras = {}
@@ -160,7 +163,7 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     result.timings["total"] = round(time.perf_counter() - t, 3)
     result.qid = None
     if as_json:
-        obj = result.to_ask_json()
+        obj = {**result.to_ask_json(), **served_json(reader.model)}
         for d, facts in zip(obj["decomposition"], step_facts):
             d["facts"] = [f.to_dict() for f in facts]
         typer.echo(_json_text(obj, model))

@@ -22,11 +22,45 @@ BackendOpt = Annotated[
 
 
 BaseUrlOpt = Annotated[
-    Optional[str],
+    Optional[list[str]],
     typer.Option("--base-url", help="With --model openai:NAME: the OpenAI-compatible server (vLLM, SGLang, llama.cpp's "
                                     "server, Ollama), e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL, else "
-                                    "that); the key comes from $OPENAI_API_KEY.", show_default=False),
+                                    "that); give it more than once to spread requests over several servers. The key "
+                                    "comes from $SQA_OPENAI_API_KEY or $OPENAI_API_KEY.", show_default=False),
 ]
+ApiOpt = Annotated[
+    str,
+    typer.Option("--api", help="With --model openai:NAME: the endpoint: chat (/v1/chat/completions, the server's "
+                               "chat template), completions (/v1/completions) or auto (probe the server; "
+                               "docs/served.md).", show_default=True),
+]
+AliasOpt = Annotated[
+    bool,
+    typer.Option("--allow-model-alias", help="With --model openai:NAME: accept answers whose `model` field names "
+                                             "another model than asked for (stopped otherwise)."),
+]
+
+
+def served_options(base_url, api: str = "auto", allow_model_alias: bool = False):
+    """``--base-url`` (repeatable), ``--api`` and ``--allow-model-alias`` as what ``load_model``'s
+    ``base_url`` takes: None when none of them was given (``$OPENAI_BASE_URL`` / the default apply),
+    else a ``sqa.models.served_url.ServedOptions``. Raises SqaError for an unknown ``--api``."""
+    from sqa.models.served_url import ServedOptions
+
+    opts = ServedOptions(tuple(base_url or ()), api, allow_model_alias)
+    return opts if opts else None
+
+
+def served_json(model) -> dict:
+    """For ``sqa ask --json`` with a served model: ``{"server": {endpoint, readout, ...}}`` (no
+    credentials), else {}."""
+    info = getattr(model, "server_info", None)
+    if not info:
+        return {}
+    keep = ("base_url", "model", "endpoint", "readout", "top_logprobs", "thinking", "prefill", "fingerprint")
+    return {"server": {**{k: info[k] for k in keep if k in info},
+                       "readout_stats": dict(getattr(model, "readout_stats", {}) or {}),
+                       "cost": model.cost.to_dict() if hasattr(model, "cost") else None}}
 
 
 def served_warning(model, err) -> None:

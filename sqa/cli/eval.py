@@ -21,8 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from sqa.cli import app
-from sqa.cli.common import (BackendOpt, BaseUrlOpt, IndexDirOpt, PresetOpt, choose_preset, metrics_table,
-                            resolve_index_dir)
+from sqa.cli.common import (AliasOpt, ApiOpt, BackendOpt, BaseUrlOpt, IndexDirOpt, PresetOpt, choose_preset,
+                            metrics_table, resolve_index_dir, served_options)
 from sqa.cli.eval_retrieval import eval_retrieval_command
 from sqa.types import SqaError
 
@@ -109,6 +109,8 @@ def eval_command(
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first bad --dataset entry instead of skipping "
                                          "and counting it.")] = False,
     base_url: BaseUrlOpt = None,
+    api: ApiOpt = "auto",
+    allow_model_alias: AliasOpt = False,
 ) -> None:
     """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out."""
     if ctx.invoked_subcommand is not None:
@@ -119,6 +121,7 @@ def eval_command(
     from sqa.models.registry import DEFAULT_MODEL
 
     chosen = choose_preset(preset, reader, retrieval, oracle)
+    base_url = served_options(base_url, api, allow_model_alias)
     reader, retrieval, oracle = chosen.reader, chosen.retrieval, chosen.oracle
     model = model or DEFAULT_MODEL
     decomposition = decomposition or chosen.decomposition

@@ -237,7 +237,8 @@ def yes_no_unread(done: dict[str, dict], questions: Sequence[Question]) -> dict 
             if q.qid in done and isinstance(done[q.qid].get("eval", {}).get("yes_no_unread"), dict)]
     if not recs:
         return None
-    out = {k: sum(int(r.get(k, 0)) for r in recs) for k in ("readouts", "missing", "one_sided")}
+    keys = ["readouts", "missing", "one_sided"] + sorted({k for r in recs for k in r} - {"readouts", "missing", "one_sided"})
+    out = {k: sum(int(r.get(k, 0) or 0) for r in recs) for k in keys}  # + the read-out methods of sqa.models.openai
     out["note"] = ("served model: read-outs whose top logprobs held neither Yes nor No (missing, read as P(yes) 0.5) "
                    "or one side only (the other taken at the last listed token's probability); sqa.models.openai")
     return out

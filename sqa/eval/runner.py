@@ -124,6 +124,7 @@ def run_eval(
                     reader = reader_for(pool)
                     model = getattr(reader, "model", None)
                     readouts = getattr(model, "readout_stats", None)  # a served model's yes/no read-out counts
+                    cost = getattr(model, "cost", None)  # a served model's calls and tokens (sqa.models.served_cache)
                     _record_server(out_dir, getattr(model, "server_info", None))
                     for batch in _batches(group, options.batch_size):
                         clock = [time.perf_counter()]
@@ -143,9 +144,14 @@ def run_eval(
                             if readouts is not None:
                                 # unread since the last written question (in a lockstep batch the
                                 # first question written carries the batch's count; the sum is exact)
-                                seen = reported.get(id(readouts), {"missing": 0, "one_sided": 0, "readouts": 0})
-                                rec["eval"]["yes_no_unread"] = {k: readouts[k] - seen[k] for k in seen}
+                                seen = reported.get(id(readouts), {k: 0 for k in readouts})
+                                rec["eval"]["yes_no_unread"] = {k: readouts[k] - seen.get(k, 0) for k in readouts}
                                 reported[id(readouts)] = dict(readouts)
+                            if cost is not None:  # calls and tokens since the last written question
+                                from copy import copy
+
+                                rec["eval"]["cost"] = cost.minus(reported.get(id(cost), type(cost)()))
+                                reported[id(cost)] = copy(cost)
                             with _defer_sigint():  # the line and the bookkeeping, or neither
                                 log.append([rec])
                                 written.append(rec)
@@ -179,15 +185,17 @@ def run_eval(
                 on_disk.setdefault(rec["qid"], rec)
             summary = finalize_run(out_dir, options, questions, on_disk,
                                    index_info=run_info.get("index") or index_info, new=stats.new)
+            _record_cost(out_dir, on_disk)
     summary.interrupted = interrupted
     summary.repaired_bytes = log.repaired_bytes
     return summary
 
 
 def _record_server(out_dir: Path, info: dict | None) -> None:
-    """Add ``info`` (a served model's ``server_info``: API, URL without credentials, model, engine)
-    to ``run.json`` as ``"server"``: where this session's answers came from (not part of the run's
-    identity, so a run resumes against another server with the same model name)."""
+    """Add ``info`` (a served model's ``server_info``: API, URL without credentials, model, engine,
+    endpoint, read-out, fingerprint) to ``run.json`` as ``"server"``: where this session's answers
+    come from. A run resumed through other weights (another fingerprint) or through none of the
+    servers it was answered by is refused (StoreMismatch, one line), so its answers never mix."""
     if not info:
         return
     path = out_dir / RUN_FILE
@@ -195,8 +203,39 @@ def _record_server(out_dir: Path, info: dict | None) -> None:
         recorded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    if recorded.get("server") != info:
+    old = recorded.get("server")
+    if isinstance(old, dict) and old.get("fingerprint") and info.get("fingerprint"):
+        from sqa.types import StoreMismatch
+
+        before = set(old.get("base_urls") or [old.get("base_url")])
+        if old["fingerprint"] != info["fingerprint"] or not before & set(info.get("base_urls") or []):
+            what = ("other weights or settings (fingerprint " + f"{info['fingerprint']} vs {old['fingerprint']})"
+                    if old["fingerprint"] != info["fingerprint"] else f"{', '.join(info['base_urls'])}")
+            raise StoreMismatch(f"{path}: this run was answered through {', '.join(sorted(before))}, and this session "
+                                f"reads through {what}; resume it with its --base-url, or give another --out")
+    if old != info:
         recorded["server"] = info
+        write_json_atomic(path, recorded)
+
+
+def _record_cost(out_dir: Path, done: dict[str, dict]) -> None:
+    """``run.json``'s ``cost``: a served model's calls sent and answered from the response cache,
+    prompt and completion tokens (the server's ``usage``), summed over the answered questions'
+    ``eval.cost``, with seconds per question; nothing for a run without them."""
+    costs = [r["eval"]["cost"] for r in done.values() if isinstance(r.get("eval", {}).get("cost"), dict)]
+    if not costs:
+        return
+    total = {k: round(sum(float(c.get(k, 0) or 0) for c in costs), 3) for k in costs[0]}
+    total = {k: int(v) if float(v).is_integer() and k != "request_seconds" else v for k, v in total.items()}
+    secs = [float(r["eval"].get("seconds", 0) or 0) for r in done.values()]
+    total.update(questions=len(costs), seconds_per_question=round(sum(secs) / max(len(secs), 1), 3))
+    path = out_dir / RUN_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if recorded.get("cost") != total:
+        recorded["cost"] = total
         write_json_atomic(path, recorded)
 
 

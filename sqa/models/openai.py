@@ -1,70 +1,67 @@
-"""``LanguageModel`` behind an OpenAI-compatible server (vLLM, SGLang, llama.cpp's server, Ollama):
-``--model openai:NAME``.
+"""``LanguageModel`` behind OpenAI-compatible servers (vLLM, SGLang, llama.cpp's server, Ollama,
+OpenAI's API): ``--model openai:NAME``. Which server does what, with sources: docs/served.md.
 
-The server is ``--base-url URL``, else ``$OPENAI_BASE_URL``, else ``http://127.0.0.1:8000/v1``
-(vLLM's default); the key is ``$OPENAI_API_KEY`` (the variables the OpenAI SDK reads; a local server
-needs none). A ``user:password@`` in the URL is sent as HTTP basic auth (httpx's rule, e.g. for a
-reverse proxy) in place of the key, and shown and recorded without it (``sqa.redact.redact_url``). The HTTP client is the official ``openai`` SDK (``pip install 'sqa[server]'``): its
-timeout, and its retries with exponential backoff on 408/409/429/5xx and connection errors.
+Servers: ``--base-url URL`` (repeatable: requests are spread over all of them), else
+``$OPENAI_BASE_URL``, else ``http://127.0.0.1:8000/v1``; URLs are parsed by
+``sqa.models.served_url`` before any client sees them (credentials go as basic auth). The key is
+``$SQA_OPENAI_API_KEY``, else ``$OPENAI_API_KEY``. Each server's client is ``sqa.models.served_http``.
 
-Prompts go to ``/v1/completions`` as text rendered exactly as the in-process llama.cpp model
-renders them (``sqa.models.chat.as_chatml_text``: raw text as is, a ``ChatPrompt`` as ChatML), so a
-served model reads the same tokens as ``sqa.models.llamacpp`` does; generation is greedy
-(temperature 0, no repetition penalty: llama-cpp-python's server applies ``repeat_penalty`` 1.1
-unless told otherwise, so ``repeat_penalty`` / ``repetition_penalty`` 1.0 are sent, fields other
-servers ignore).
+Endpoint (``--api``, default ``auto``): at load, ``auto`` asks ``/v1/completions`` for one token
+with logprobs; a 404/405 or a "chat model" refusal there, or no logprobs there but logprobs over
+chat (Ollama), picks ``/v1/chat/completions``. Over completions, prompts are text (a
+``ChatPrompt`` rendered as ChatML by ``sqa.models.chat``, as in-process); over chat, a
+``ChatPrompt`` goes as messages and the server applies the model's own chat template; raw text
+(the facts reader's prompts) goes as one user message (so the model reads it inside its template:
+its P(yes) then differs from a completions read-out of the same text). A ``ChatPrompt``'s
+non-empty ``reply`` (the steps reader's growing transcript) is continued as the final assistant
+message where the server can (probed at load: vLLM/SGLang's ``continue_final_message``, which
+llama.cpp's llama-server also accepts; llama-server continues a final assistant message by
+default); elsewhere (llama-cpp-python's server, OpenAI) it is carried as turns: the reply as an
+assistant turn, then a user turn asking to continue it.
 
-Yes/no read-outs come from the top logprobs of the next token (``logprobs`` = the most the server
-accepts, probed at load from :data:`LOGPROB_PROBE`). Where neither a Yes nor a No spelling is among
-them the read-out is 0.5 (log-odds 0) and is counted in ``readout_stats["missing"]``; where only
-one side is there, the other side's probability is taken as that of the last listed token (an upper
-bound) and counted in ``readout_stats["one_sided"]``. ``sqa eval`` writes both counts to
-``metrics.json`` and ``report.md``; ``sqa ask`` prints a warning line.
+Read-outs (``capabilities.readout``): ``top_logprobs`` of the answer's first token (``logprobs``
+= the most the server accepts, at most 20; parsing in ``sqa.models.served_read``); a model whose
+answer opens with ``<think>`` is first asked with ``chat_template_kwargs: {"enable_thinking":
+false}`` and, where that does not stop it, read after its thinking block; a server that gives no
+logprobs is read by ``generation`` (a short greedy answer parsed as Yes/No: P(yes) 1 or 0). Every
+read-out is counted in ``readout_stats`` (``readouts``, ``missing``, ``one_sided``,
+``top_logprobs``, ``generation``, ``after_thinking``), which ``sqa eval`` writes to metrics.json.
 
-A server gives no hidden states over this API, so ``hidden_states`` returns ``(None, log_odds)``
-and ``has_hidden_states`` is False: the facts reader's answer head must read log-odds features only
-(``sqa.pipeline.build_reader`` refuses a head that needs states).
+Identity: ``identity`` (the ``/v1/models`` entry and a fingerprint of the read-outs of
+``FINGERPRINT_PROMPTS``, sent at load, never cached) and ``fingerprint`` (a short string), recorded
+in ``server_info``; responses are cached under it (``sqa.models.served_cache``), and a response
+whose ``model`` field names another model stops the run unless ``allow_model_alias``.
 
-Concurrency: prompts of one call are sent by a thread pool of ``$SQA_OPENAI_CONCURRENCY`` (default
-8) workers (a batching server such as vLLM or SGLang runs them together); with more than one worker
-``prefers_batches`` is True, so the steps reader sends up to 32 questions in lockstep (answers are
-then written per lockstep batch: ``sqa eval --batch-size`` bounds what a lost server costs).
-llama-cpp-python's server runs one request at a time, so there 8 workers are no faster than 1
-(bench/results/server_concurrency.json). ``$SQA_OPENAI_TIMEOUT`` (seconds per request,
-default 120) and ``$SQA_OPENAI_MAX_RETRIES`` (default 2, the SDK's) tune the client.
-
-Errors: at load, a server that does not answer, a model name it does not serve, or no logprobs
-raise :class:`SqaError` (one line, exit 2); a server lost mid-run (after the SDK's retries) raises
-:class:`ServerLost`, a SqaError whose message says that the same command resumes (``sqa eval``
-keeps every answered question in ``traces.jsonl``). No message holds the key.
+Concurrency: each server gets ``$SQA_OPENAI_CONCURRENCY`` slots when set, else it is measured at
+load: 4 requests at once taking over 2.2x one request means the server runs them one at a time
+(llama-cpp-python's server) and it gets 1 slot, else 8. ``capabilities.concurrency`` is the total
+and ``prefers_batches`` is True when it is over 1: the steps reader then runs that many questions
+in lockstep (one at a time where every server runs one request at a time), each lockstep batch
+written when done; a server lost mid-run costs at most that many unwritten answers, whose
+answered requests are in the response cache, so the resumed run sends none of them again. A lost
+server's requests go to the others; the run stops (resumably) only when every server is lost.
 """
 
 from __future__ import annotations
 
-import math
-import os
+import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Callable, Sequence
 
+from sqa.models import served_read as R
 from sqa.models.chat import as_chatml_text
-from sqa.redact import redact_url
-from sqa.types import ModelCapabilities, Prompt, ServerLost, SqaError  # noqa: F401 (ServerLost re-exported)
+from sqa.models.served_cache import Cost, ResponseCache, cache_enabled, request_key
+from sqa.models.served_http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, Server, env_number
+from sqa.models.served_probe import (DEFAULT_CONCURRENCY, FINGERPRINT_PROMPTS, GENERATION_TOKENS,  # noqa: F401
+                                     LOGPROB_PROBE, NEUTRAL_EXTRA, PATHS, PROBE_PROMPT, LoadProbes)
+from sqa.models.served_url import DEFAULT_BASE_URL, ServedOptions, api_key, base_urls  # noqa: F401 (re-exported)
+from sqa.types import ModelCapabilities, Prompt, ServerError, ServerLost, SqaError
 
 PREFIX = "openai:"
-DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
-DEFAULT_CONCURRENCY = 8
-DEFAULT_TIMEOUT_S = 120.0
-# top-logprobs counts tried at load, most first: vLLM refuses more than its --max-logprobs (20 by
-# default), Ollama gives at most 20, OpenAI's own completions endpoint at most 5
-LOGPROB_PROBE = (20, 10, 5, 1)
-YES_WORDS = (" Yes", "Yes", " yes", "yes", " YES")  # as sqa.models.llamacpp
-NO_WORDS = (" No", "No", " no", "no", " NO")
-# neutral sampling fields of llama-cpp-python (repeat_penalty, default 1.1 there) and vLLM/SGLang
-# (repetition_penalty); servers that do not know them ignore them
-NEUTRAL_EXTRA = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
-PROBE_PROMPT = "Question: Is the sun a star?\nAnswer (Yes or No):"
-
+YES_WORDS, NO_WORDS = R.YES_WORDS, R.NO_WORDS
+CONTINUE = "Continue your last message exactly where it stopped, without repeating any of it."
 
 
 def served_name(model: str) -> str | None:
@@ -77,159 +74,175 @@ def served_name(model: str) -> str | None:
     return name
 
 
-def _env_number(var: str, default: float, cast: Callable = float, low: float = 0.0):
-    raw = os.environ.get(var)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        v = cast(raw)
-    except ValueError:
-        raise SqaError(f"${var}={raw!r}: not a number; unset it or give e.g. {default}") from None
-    if not v > low - 1e-12 or (isinstance(v, float) and math.isnan(v)):
-        raise SqaError(f"${var}={raw!r}: must be at least {low}")
-    return v
+def _same_model(asked: str, answered) -> bool:
+    if not isinstance(answered, str) or not answered.strip() or answered == asked:
+        return True
+    a, b = asked.rstrip("/").rsplit("/", 1)[-1], answered.rstrip("/").rsplit("/", 1)[-1]
+    return answered.startswith(asked) or a == b or b.startswith(a + "-") or b.startswith(a + ".")
 
 
-class OpenAIModel:
+class OpenAIModel(LoadProbes):
     """A model served over the OpenAI API (see the module doc).
 
-    ``name`` is the model's name on the server (``openai:`` stripped); ``self.name`` is
-    ``openai:NAME`` (what heads and runs are keyed by). ``base_url`` defaults to
-    ``$OPENAI_BASE_URL`` then :data:`DEFAULT_BASE_URL`; ``concurrency`` to
-    ``$SQA_OPENAI_CONCURRENCY`` (8), ``timeout`` (seconds per request) to ``$SQA_OPENAI_TIMEOUT``
-    (120), ``max_retries`` to ``$SQA_OPENAI_MAX_RETRIES`` (2).
+    ``name``: the model's name on the server; ``self.name`` is ``openai:NAME``. ``base_url``: a URL,
+    a list of URLs or a :class:`ServedOptions` (``api``, ``allow_model_alias`` and the keywords
+    override its fields). ``concurrency`` (slots per server), ``timeout`` (seconds per try, default
+    20) and ``max_retries`` (default 1) default to ``$SQA_OPENAI_CONCURRENCY`` / ``_TIMEOUT`` /
+    ``_MAX_RETRIES``; ``cache``: a ResponseCache, False for none (default: ``$SQA_HOME``'s).
 
-    ``server_info`` (recorded in ``run.json``): ``{"api": "openai", "base_url"`` (no credentials),
-    ``"model", "engine"`` (``owned_by`` of ``/v1/models``), ``"top_logprobs"}``.
-    Raises SqaError when the server does not answer, does not serve ``name`` or gives no logprobs.
-    """
+    Raises SqaError (one line) at load when a URL is malformed, no server answers, one does not serve
+    ``name``, or the endpoint asked for is not there; ServerLost mid-run when the servers stop answering."""
 
     has_hidden_states = False
 
-    def __init__(self, name: str, base_url: str | None = None, *, concurrency: int | None = None,
-                 timeout: float | None = None, max_retries: int | None = None):
+    def __init__(self, name: str, base_url=None, *, api: str | None = None, concurrency: int | None = None,
+                 timeout: float | None = None, max_retries: int | None = None,
+                 allow_model_alias: bool | None = None, cache: ResponseCache | bool | None = None):
         try:
-            import openai
+            import openai  # noqa: F401
         except ImportError:
             raise SqaError("--model openai:NAME needs the openai package; install it with "
                            "`pip install 'sqa[server]'` (or `pip install openai`)") from None
-        self._openai = openai
-        self.served = name
-        self.name = PREFIX + name
-        url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).strip()
-        if not url.lower().startswith(("http://", "https://")):
-            raise SqaError(f"--base-url {redact_url(url)!r}: not an http(s) URL; give e.g. {DEFAULT_BASE_URL}")
-        self.base_url = url.rstrip("/")
-        self.shown_url = redact_url(self.base_url)
-        self.concurrency = int(concurrency or _env_number("SQA_OPENAI_CONCURRENCY", DEFAULT_CONCURRENCY, int, 1))
-        self.timeout = float(timeout or _env_number("SQA_OPENAI_TIMEOUT", DEFAULT_TIMEOUT_S, float, 0.001))
+        opts = ServedOptions.of(base_url)
+        opts = replace(opts, api=api or opts.api, allow_model_alias=bool(allow_model_alias or opts.allow_model_alias))
+        self.options, self.served, self.name = opts, name, PREFIX + name
+        urls = base_urls(opts)
+        self.timeout = float(timeout or env_number("SQA_OPENAI_TIMEOUT", DEFAULT_TIMEOUT_S, float, 0.001))
         self.max_retries = int(max_retries if max_retries is not None
-                               else _env_number("SQA_OPENAI_MAX_RETRIES", 2, int, 0))
-        self.prefers_batches = self.concurrency > 1
-        # a local server needs no key, but the SDK wants one: a placeholder, never a real key
-        key = os.environ.get("OPENAI_API_KEY") or "sqa-no-key"
-        self.client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout,
-                                    max_retries=self.max_retries)
-        self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqa-openai")
+                               else env_number("SQA_OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES, int, 0, 20))
+        fixed = concurrency or env_number("SQA_OPENAI_CONCURRENCY", 0, int, 0, 256) or None
+        key, var = api_key()
+        self.servers = [Server(u, name, key, var, self.timeout, self.max_retries) for u in urls]
+        self.base_url, self.shown_url = self.servers[0].url, self.servers[0].shown
         self._lock = threading.Lock()
-        self.readout_stats = {"readouts": 0, "missing": 0, "one_sided": 0}
-        self.stats = {"requests": 0, "prompt_tokens": 0, "generated_tokens": 0}
-        self.engine = self._check_model()
-        self.top_logprobs = self._probe_logprobs()
-        self.capabilities = ModelCapabilities(hidden_states=False, hidden_size=None, endpoint="completions",
-                                              readout="top_logprobs", top_logprobs=self.top_logprobs,
-                                              chat_template="chatml", prefill=True, prefix_cache=False)
-        self.server_info = {"api": "openai", "base_url": self.shown_url, "model": self.served, "engine": self.engine,
-                            "top_logprobs": self.top_logprobs, "concurrency": self.concurrency,
-                            "timeout_s": self.timeout, "max_retries": self.max_retries}
-
-    # -- errors --------------------------------------------------------------------------------
-    def _error(self, e: Exception, at_load: bool) -> SqaError:
-        """One line for an SDK error (never the key: messages name the URL without credentials)."""
-        o = self._openai
-        again = ("start it (or check --base-url / $OPENAI_BASE_URL) and run the same command again" if at_load else
-                 "the same command resumes (sqa eval keeps every answered question)")
-        if isinstance(e, o.APITimeoutError):
-            return (SqaError if at_load else ServerLost)(
-                f"the server at {self.shown_url} did not answer within {self.timeout:g} s "
-                f"({self.max_retries + 1} tries, $SQA_OPENAI_TIMEOUT); {again}")
-        if isinstance(e, o.APIConnectionError):
-            return (SqaError if at_load else ServerLost)(
-                f"no OpenAI-compatible server answers at {self.shown_url} ({self.max_retries + 1} tries: "
-                f"{type(e.__cause__).__name__ if e.__cause__ else 'connection error'}); {again}")
-        if isinstance(e, o.AuthenticationError):
-            return SqaError(f"the server at {self.shown_url} refused the key in $OPENAI_API_KEY (401); set the key it expects")
-        if isinstance(e, o.NotFoundError):
-            return SqaError(f"the server at {self.shown_url} answered 404 for model {self.served!r} ({_detail(e)}); "
-                            "check --model openai:NAME against its /v1/models and --base-url (it usually ends in /v1)")
-        if isinstance(e, o.APIStatusError):
-            cls = ServerLost if (e.status_code >= 500 or e.status_code == 429) and not at_load else SqaError
-            tail = again if cls is ServerLost or e.status_code >= 500 else "check the server's log"
-            return cls(f"the server at {self.shown_url} answered HTTP {e.status_code} ({_detail(e)}) after "
-                       f"{self.max_retries + 1} tries; {tail}")
-        if isinstance(e, o.OpenAIError):
-            return SqaError(f"the server at {self.shown_url}: {type(e).__name__} ({_detail(e)}); check the server")
-        raise e
-
-    def _call(self, fn: Callable, at_load: bool = False):
-        try:
-            return fn()
-        except self._openai.OpenAIError as e:
-            raise self._error(e, at_load) from None
-
-    # -- load-time checks ------------------------------------------------------------------------
-    def _check_model(self) -> str | None:
-        """The engine (``owned_by``) of ``self.served`` in ``/v1/models``; SqaError when absent."""
-        page = self._call(lambda: self.client.models.list(), at_load=True)
-        models = list(getattr(page, "data", None) or [])
-        ids = [m.id for m in models]
-        if self.served not in ids:
-            shown = ", ".join(f"openai:{i}" for i in ids[:5]) + (f" (+{len(ids) - 5} more)" if len(ids) > 5 else "")
-            raise SqaError(f"the server at {self.shown_url} does not serve {self.served!r}; it serves "
-                           f"{shown or 'no model'}: pass one of those as --model")
-        m = models[ids.index(self.served)]
-        return getattr(m, "owned_by", None) or None
-
-    def _probe_logprobs(self) -> int:
-        """The most top logprobs the server gives (first of :data:`LOGPROB_PROBE` it accepts)."""
-        o = self._openai
-        last: Exception | None = None
-        for n in LOGPROB_PROBE:
-            try:
-                r = self._complete(PROBE_PROMPT, max_tokens=1, logprobs=n)
-            except (o.BadRequestError, o.UnprocessableEntityError) as e:  # over the server's limit
-                last = e
-                continue
-            except o.OpenAIError as e:
-                raise self._error(e, at_load=True) from None
-            top = _top(r)
-            if not top:
-                raise SqaError(f"the server at {self.shown_url} returns no logprobs for {self.served!r}, which the "
-                               "yes/no read-outs need; use a server that does (vLLM, SGLang, llama.cpp's server, Ollama)")
-            return n
-        raise SqaError(f"the server at {self.shown_url} refuses logprobs for {self.served!r} ({_detail(last)}), which "
-                       "the yes/no read-outs need; use a server that returns them")
+        self.readout_stats = {"readouts": 0, "missing": 0, "one_sided": 0, "top_logprobs": 0, "generation": 0,
+                              "after_thinking": 0}
+        self.cost = Cost()
+        self.cache = (ResponseCache() if cache_enabled() else None) if cache is None else (cache if cache is not False else None)
+        self._extra: dict = dict(NEUTRAL_EXTRA)
+        self._thinking_kw: dict = {}
+        self.entry = self._check_served()
+        self.engine = self.entry.get("owned_by") or None
+        self.endpoint, self.top_logprobs, self.thinking = self._choose_endpoint(opts.api)
+        self.readout = "top_logprobs" if self.top_logprobs else "generation"
+        self.prefill = self._probe_prefill() if self.endpoint == "chat" else "completions-text"
+        self.fingerprint = self._fingerprint()
+        for s in self.servers:
+            s.concurrency = int(fixed) if fixed else self._measure_concurrency(s)
+        self.concurrency = sum(s.concurrency for s in self.servers)
+        # the steps reader runs as many questions in lockstep as there are slots (one at a time where
+        # every server runs one request at a time), so a lost server costs at most that many unwritten
+        # answers, and their requests are in the response cache
+        self.prefers_batches = self.concurrency > 1
+        self._slots: queue.Queue = queue.Queue()
+        for i in range(max(s.concurrency for s in self.servers)):  # interleaved: requests alternate servers
+            for s in self.servers:
+                if i < s.concurrency:
+                    self._slots.put(s)
+        self._pool = ThreadPoolExecutor(max_workers=max(self.concurrency, 1), thread_name_prefix="sqa-openai")
+        self.capabilities = ModelCapabilities(
+            hidden_states=False, hidden_size=None, endpoint=self.endpoint, readout=self.readout,
+            top_logprobs=self.top_logprobs, chat_template="server" if self.endpoint == "chat" else "chatml",
+            prefill=self.prefill in ("continue_final_message", "final-assistant", "completions-text"),
+            prefix_cache=False, concurrency=self.concurrency)
+        self.identity = {"name": self.name, "models_entry": self.entry, "fingerprint": self.fingerprint}
+        self.server_info = {"api": "openai", "base_url": self.shown_url, "base_urls": [s.shown for s in self.servers],
+                            "model": self.served, "engine": self.engine, "endpoint": self.endpoint,
+                            "readout": self.readout, "top_logprobs": self.top_logprobs, "thinking": self.thinking,
+                            "prefill": self.prefill, "fingerprint": self.fingerprint, "models_entry": self.entry,
+                            "concurrency": {s.shown: s.concurrency for s in self.servers},
+                            "timeout_s": self.timeout, "max_retries": self.max_retries,
+                            "cache": str(self.cache.path) if self.cache is not None else None}
 
     # -- requests --------------------------------------------------------------------------------
-    def _complete(self, text: str, max_tokens: int, logprobs: int | None = None, stop: Sequence[str] = ()):
-        kw = {"stop": list(stop)} if stop else {}
-        if logprobs is not None:
-            kw["logprobs"] = logprobs
-        r = self.client.completions.create(model=self.served, prompt=text, max_tokens=max_tokens, temperature=0.0,
-                                           extra_body=NEUTRAL_EXTRA, **kw)
+    def _messages(self, prompt: Prompt) -> tuple[list[dict], dict]:
+        if isinstance(prompt, str):
+            return [{"role": "user", "content": prompt}], {}
+        msgs = [{"role": r, "content": c} for r, c in prompt.messages]
+        if not prompt.reply:
+            return msgs, {}
+        msgs.append({"role": "assistant", "content": prompt.reply})
+        if self.prefill == "continue_final_message":
+            return msgs, {"continue_final_message": True, "add_generation_prompt": False}
+        if self.prefill == "final-assistant":
+            return msgs, {}
+        return msgs + [{"role": "user", "content": CONTINUE}], {}
+
+    def _body(self, endpoint: str, prompt: Prompt, max_tokens: int, logprobs: int,
+              stop: Sequence[str] = ()) -> dict:
+        body: dict = {"model": self.served, "max_tokens": max_tokens, "temperature": 0.0, **self._extra}
+        if endpoint == "completions":
+            body["prompt"] = as_chatml_text(prompt)
+            if logprobs:
+                body["logprobs"] = logprobs
+        else:
+            msgs, flags = self._messages(prompt)
+            body.update(messages=msgs, **flags, **self._thinking_kw)
+            if logprobs:
+                body.update(logprobs=True, top_logprobs=logprobs)
+        if stop:
+            body["stop"] = list(stop)[:4]  # OpenAI's API takes at most 4
+        return body
+
+    def _request(self, endpoint: str, body: dict, use_cache: bool = True, count: bool = True) -> dict:
+        """One request, answered from the cache where it was sent before (see the module doc)."""
+        key = request_key(f"{self.name}|{self.fingerprint}", endpoint, body) if use_cache and self.cache is not None else None
+        if key is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                with self._lock:
+                    self.cost.calls_cached += 1
+                return hit
+        while True:
+            s = self._take() if count else self.servers[0]
+            try:
+                r, dt = s.post(PATHS[endpoint], body)
+            except ServerLost:
+                s.alive = False
+                if not count or not any(x.alive for x in self.servers):
+                    raise
+                continue  # another server takes it; this one's slots are dropped
+            finally:
+                if count and s.alive:
+                    self._slots.put(s)
+            break
+        self._check_answer(s, r)
+        if not count:  # a load-time probe: not a question's cost
+            return r
+        u = r.get("usage") if isinstance(r.get("usage"), dict) else {}
         with self._lock:
-            self.stats["requests"] += 1
-            u = getattr(r, "usage", None)
-            if u is not None:
-                self.stats["prompt_tokens"] += int(getattr(u, "prompt_tokens", 0) or 0)
-                self.stats["generated_tokens"] += int(getattr(u, "completion_tokens", 0) or 0)
+            self.cost.calls_sent += 1
+            self.cost.request_seconds += dt
+            for field, k in (("prompt_tokens", "prompt_tokens"), ("completion_tokens", "completion_tokens")):
+                v = u.get(k)
+                setattr(self.cost, field, getattr(self.cost, field) + (int(v) if isinstance(v, (int, float)) and v >= 0 else 0))
+        if key is not None:
+            self.cache.put(key, endpoint, r)
         return r
 
+    def _take(self) -> Server:
+        """A free slot of a live server (waits); ServerLost once every server is lost."""
+        while True:
+            if not any(x.alive for x in self.servers):
+                raise ServerLost(f"every server of {self.name} stopped answering ({', '.join(x.shown for x in self.servers)}); "
+                                 "the same command resumes (sqa eval keeps every answered question)")
+            try:
+                s = self._slots.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if s.alive:
+                return s
+
+    def _check_answer(self, s: Server, r: dict) -> None:
+        if not self.options.allow_model_alias and not _same_model(self.served, r.get("model")):
+            raise ServerError(f"the server at {s.shown} answered as model {str(r.get('model'))[:80]!r} when asked for "
+                              f"{self.served!r} (another model behind that name?); pass --allow-model-alias to "
+                              "accept it")
+
     def _map(self, fn: Callable, prompts: Sequence[Prompt]) -> list:
-        texts = [as_chatml_text(p) for p in prompts]
-        if len(texts) <= 1 or self.concurrency == 1:
-            return [self._call(lambda t=t: fn(t)) for t in texts]
-        futures = [self._pool.submit(self._call, lambda t=t: fn(t)) for t in texts]
+        if len(prompts) <= 1 or self.concurrency <= 1:
+            return [fn(p) for p in prompts]
+        futures = [self._pool.submit(fn, p) for p in prompts]
         try:
             return [f.result() for f in futures]
         except BaseException:
@@ -241,35 +254,38 @@ class OpenAIModel:
     def generate(self, prompts: Sequence[Prompt], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuation of each prompt (concurrent requests), at most ``max_tokens`` tokens,
         cut before the first stop string (by the server, and again here)."""
-        def one(text: str) -> str:
-            r = self._complete(text, max_tokens, stop=stop)
-            out = r.choices[0].text or ""
+        def one(p: Prompt) -> str:
+            out = R.generated_text(self._request(self.endpoint, self._body(self.endpoint, p, max_tokens, 0, stop)),
+                                   self.endpoint)
             cut = min((out.find(s) for s in stop if s and s in out), default=-1)
             return out[:cut] if cut >= 0 else out
 
         return self._map(one, prompts)
 
-    def _log_odds(self, text: str) -> float:
-        r = self._complete(text, max_tokens=1, logprobs=self.top_logprobs)
-        return self._read(_top(r))
-
-    def _read(self, top: dict) -> float:
-        """``log P(Yes) - log P(No)`` from one next-token top-logprobs dict (see the module doc)."""
-        py = sum(math.exp(top[w]) for w in YES_WORDS if w in top)
-        pn = sum(math.exp(top[w]) for w in NO_WORDS if w in top)
+    def _log_odds(self, prompt: Prompt) -> float:
+        if self.readout == "generation":
+            tokens = GENERATION_TOKENS + (R.THINK_TOKENS if self.thinking == "read-after" else 0)
+            r = self._request(self.endpoint, self._body(self.endpoint, prompt, tokens, 0))
+            yes = R.parse_yes_no(R.generated_text(r, self.endpoint))
+            lo, kind = (0.0, "missing") if yes is None else (60.0 if yes else -60.0, "generation")
+        else:
+            after = self.thinking == "read-after"
+            r = self._request(self.endpoint, self._body(self.endpoint, prompt, R.THINK_TOKENS if after else 1,
+                                                        self.top_logprobs))
+            lo, kind = R.log_odds(R.answer_position(R.token_positions(r, self.endpoint)))
+            kind = "after_thinking" if after and kind != "missing" else kind
         with self._lock:
             self.readout_stats["readouts"] += 1
-            if py == 0.0 and pn == 0.0:
-                self.readout_stats["missing"] += 1
-                return 0.0
-            if py == 0.0 or pn == 0.0:
-                self.readout_stats["one_sided"] += 1
-        floor = math.exp(min(top.values())) if top else 1e-30
-        return math.log(py or floor) - math.log(pn or floor)
+            self.readout_stats[kind if kind != "both" else "top_logprobs"] += 1
+            if kind == "one_sided":
+                self.readout_stats["top_logprobs"] += 1
+        return lo
 
     def yes_probability(self, prompts: Sequence[Prompt]) -> list[float]:
-        """P(Yes) / (P(Yes) + P(No)) of the next token after each prompt, from its top logprobs
-        (the spellings of ``sqa.models.llamacpp``); 0.5 where neither is listed (counted)."""
+        """P(Yes) / (P(Yes) + P(No)) of the answer's first token after each prompt (see the module
+        doc for the read-out methods); 0.5 where it could not be read (counted as missing)."""
+        import math
+
         return [1.0 / (1.0 + math.exp(-max(min(lo, 60.0), -60.0))) for lo in self._map(self._log_odds, prompts)]
 
     def hidden_states(self, prompts: Sequence[Prompt]) -> list[tuple[None, float]]:
@@ -278,29 +294,5 @@ class OpenAIModel:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self.client.close()
-
-
-def _top(r) -> dict:
-    """The first generated token's top-logprobs dict ``{token text: logprob}`` ({} if none)."""
-    try:
-        lp = r.choices[0].logprobs
-        tops = getattr(lp, "top_logprobs", None) if lp is not None else None
-        return dict(tops[0]) if tops else {}
-    except (AttributeError, IndexError, TypeError):
-        return {}
-
-
-def _detail(e: Exception | None) -> str:
-    """A short one-line reason from an SDK error (the server's message, cut)."""
-    if e is None:
-        return "no answer"
-    body = getattr(e, "body", None)
-    msg = None
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        msg = inner.get("message") if isinstance(inner, dict) else str(inner)
-        if msg is None and "detail" in body:
-            msg = str(body["detail"])
-    msg = " ".join(str(msg or getattr(e, "message", "") or e).split())
-    return msg[:160] + ("…" if len(msg) > 160 else "")
+        for s in self.servers:
+            s.close()

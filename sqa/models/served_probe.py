@@ -1,0 +1,169 @@
+"""The load-time checks of a served model (``sqa.models.openai.OpenAIModel``, a mixin): is the model
+served, which endpoint and how many top logprobs, does its answer open a thinking block, can an
+assistant message be continued (prefill), its fingerprint, and how many requests each server runs
+at once. Every probe is sent (never answered from the response cache); see the model's module doc.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from sqa.models import served_read as R
+from sqa.models.served_http import Server, is_chat_only
+from sqa.models.served_http import _detail as _short
+from sqa.types import ChatPrompt, ServerError
+
+LOGPROB_PROBE = (20, 10, 5, 1)  # vLLM's --max-logprobs and OpenAI's chat allow 20, OpenAI's completions 5
+# neutral sampling fields of llama-cpp-python (repeat_penalty, 1.1 there by default) and vLLM/SGLang
+# (repetition_penalty); left out where a server refuses unknown fields (OpenAI's API)
+NEUTRAL_EXTRA = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
+PROBE_PROMPT = "Question: Is the sun a star?\nAnswer (Yes or No):"
+FINGERPRINT_PROMPTS = (PROBE_PROMPT, "Question: Can a fish climb a tree?\nAnswer (Yes or No):",
+                       "The capital of France is")
+PREFILL_PROBE = ChatPrompt((("user", "Count from 1 to 20, separated by commas."),), "1, 2, 3, 4, 5, 6, 7, 8,")
+NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
+GENERATION_TOKENS = 8
+DEFAULT_CONCURRENCY = 8
+PATHS = {"completions": "/completions", "chat": "/chat/completions"}
+
+
+class LoadProbes:
+    """The load-time probes (methods of ``OpenAIModel``; they use its ``servers``, ``served``,
+    ``_body`` and ``_request``)."""
+
+    def _check_served(self) -> dict:
+        """The ``/v1/models`` entry of ``self.served`` (the same on every server); SqaError when absent."""
+        entry: dict | None = None
+        for s in self.servers:
+            models = s.models()
+            ids = [m.get("id") for m in models]
+            if self.served not in ids:
+                shown = ", ".join(f"openai:{i}" for i in ids[:5]) + (f" (+{len(ids) - 5} more)" if len(ids) > 5 else "")
+                raise ServerError(f"the server at {s.shown} does not serve {self.served!r}; it serves "
+                                  f"{shown or 'no model'}: pass one of those as --model")
+            m = models[ids.index(self.served)]
+            keep = {k: m[k] for k in ("id", "owned_by", "root", "parent", "max_model_len", "meta") if k in m}
+            if entry is not None and entry != keep:
+                raise ServerError(f"the servers at {self.servers[0].shown} and {s.shown} describe {self.served!r} "
+                                  f"differently in /v1/models ({entry} vs {keep}); serve the same model on each")
+            entry = keep
+        return entry or {}
+
+    def _probe(self, endpoint: str, n: int) -> dict:
+        """One load-time read-out request (never cached): over the server's limits, lower ``n``
+        (or drop the neutral fields) and try again; the SDK's status errors pass through."""
+        s = self.servers[0]
+        body = self._body(endpoint, PROBE_PROMPT, 1, n)
+        try:
+            return s.post(PATHS[endpoint], body, at_load=True, raw_errors=True)[0]
+        except s._openai.BadRequestError as e:
+            if self._extra and any(k in str(e) for k in NEUTRAL_EXTRA):
+                self._extra = {}
+                return self._probe(endpoint, n)
+            raise
+
+    def _choose_endpoint(self, api: str) -> tuple[str, int, str]:
+        """``(endpoint, top logprobs, thinking)`` for ``--api`` (see the module doc)."""
+        o = self.servers[0]._openai
+        found: dict[str, tuple[int, str]] = {}
+        errors: dict[str, Exception] = {}
+        for endpoint in (["completions", "chat"] if api == "auto" else [api]):
+            for n in LOGPROB_PROBE:
+                try:
+                    r = self._probe(endpoint, n)
+                except (o.BadRequestError, o.UnprocessableEntityError) as e:
+                    errors[endpoint] = e
+                    if endpoint == "completions" and is_chat_only(e):
+                        break
+                    continue
+                except o.APIStatusError as e:
+                    errors[endpoint] = e
+                    if api == "auto" and found:  # completions answered (without logprobs): keep it
+                        break
+                    if endpoint == "completions" and is_chat_only(e):
+                        if api == "auto":
+                            break
+                        raise ServerError(f"the server at {self.shown_url} does not offer /v1/completions for "
+                                          f"{self.served!r} ({e.status_code}: {_short(e)}): a chat-only model; use "
+                                          "--api chat (or leave --api out)") from None
+                    raise self.servers[0].error(e, at_load=True) from None
+                pos = R.token_positions(r, endpoint)
+                thinking = "none"
+                if R.opens_thinking(pos, R.generated_text(r, endpoint), r):
+                    thinking = self._thinking_mode(endpoint, n)
+                found[endpoint] = (n if pos and any(t for _, t in pos) else 0, thinking)
+                break
+            if endpoint in found and found[endpoint][0]:
+                break
+        if not found:
+            e = errors.get(api if api != "auto" else "chat") or next(iter(errors.values()), None)
+            what = {"auto": "neither /v1/completions nor /v1/chat/completions", "chat": "/v1/chat/completions",
+                    "completions": "/v1/completions"}[api]
+            hint = " (a chat-only model: use --api chat or auto)" if e is not None and is_chat_only(e) else ""
+            raise ServerError(f"the server at {self.shown_url} refused {what} for {self.served!r}{hint} "
+                              f"({self.servers[0].error(e, True) if e is not None else 'no answer'})")
+        with_lp = [ep for ep in found if found[ep][0]]
+        endpoint = with_lp[0] if with_lp else ("chat" if "chat" in found else next(iter(found)))
+        n, thinking = found[endpoint]
+        return endpoint, n, thinking
+
+    def _thinking_mode(self, endpoint: str, n: int) -> str:
+        """``"disabled"`` where ``chat_template_kwargs`` stops the thinking, else ``"read-after"``."""
+        if endpoint != "chat":
+            return "read-after"
+        s = self.servers[0]
+        try:
+            body = {**self._body(endpoint, PROBE_PROMPT, 1, n), **NO_THINKING}
+            r = s.post(PATHS[endpoint], body, at_load=True, raw_errors=True)[0]
+        except s._openai.APIStatusError:
+            return "read-after"
+        if R.opens_thinking(R.token_positions(r, endpoint), R.generated_text(r, endpoint), r):
+            return "read-after"
+        self._thinking_kw = dict(NO_THINKING)
+        return "disabled"
+
+    def _probe_prefill(self) -> str:
+        """How a ChatPrompt's reply is continued over chat: ``continue_final_message`` (the flag is
+        accepted and the model continues), ``final-assistant`` (continued without the flag), else ``turns``."""
+        s = self.servers[0]
+        for mode in ("continue_final_message", "final-assistant"):
+            self.prefill = mode
+            body = self._body("chat", PREFILL_PROBE, 3, 0)
+            try:
+                r = s.post(PATHS["chat"], body, at_load=True, raw_errors=True)[0]
+            except (s._openai.BadRequestError, s._openai.UnprocessableEntityError):
+                continue
+            except s._openai.APIStatusError as e:
+                raise s.error(e, at_load=True) from None
+            if R.generated_text(r, "chat").strip().startswith("9"):
+                return mode
+        return "turns"
+
+    def _fingerprint(self) -> str:
+        """A short hash of the ``/v1/models`` entry and the read-outs of :data:`FINGERPRINT_PROMPTS`
+        (the top-3 tokens in order, or the generated text without logprobs); sent, never cached."""
+        reads = []
+        for p in FINGERPRINT_PROMPTS:
+            r = self._request(self.endpoint, self._body(self.endpoint, p, GENERATION_TOKENS if not self.top_logprobs
+                                                        else 1, self.top_logprobs), use_cache=False, count=False)
+            pos = R.token_positions(r, self.endpoint)
+            top = pos[0][1] if pos else {}
+            reads.append(sorted(top, key=top.get, reverse=True)[:3] if top else R.generated_text(r, self.endpoint))
+        blob = json.dumps({"entry": self.entry, "reads": reads, "endpoint": self.endpoint}, sort_keys=True)
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def _measure_concurrency(self, s: Server) -> int:
+        """1 where 4 requests at once take over 2.2x one request (+50 ms), else DEFAULT_CONCURRENCY."""
+        def one(i: int) -> float:
+            body = self._body(self.endpoint, f"Count: {i}", 1, self.top_logprobs)
+            return s.post(PATHS[self.endpoint], body, at_load=True)[1]
+
+        one(0)  # warm
+        t1 = min(one(1), one(2))
+        t = time.perf_counter()
+        with ThreadPoolExecutor(4) as ex:
+            list(ex.map(one, range(3, 7)))
+        return 1 if time.perf_counter() - t > 2.2 * t1 + 0.05 else DEFAULT_CONCURRENCY

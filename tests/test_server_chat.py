@@ -1,0 +1,285 @@
+"""Served models over chat and completions, read-out methods, the response cache and cost, and the
+served items of issue 41, against a real HTTP stand-in on 127.0.0.1 (``helpers.StandIn``: a
+stdlib server in a thread that behaves like vLLM, llama.cpp's server, Ollama or OpenAI, one switch
+at a time). No model is loaded; seconds each.
+
+Every test here is marked ``slow`` (subprocesses) and ``server``: ``python -m pytest -m server``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import StandIn, free_port, one_error_line, run_sqa, throwaway_home
+
+pytestmark = [pytest.mark.slow, pytest.mark.server]
+KEY = "sk-sqa-test-2b9e-KEEP-OUT"
+ENV = {"OPENAI_API_KEY": KEY, "SQA_OPENAI_MAX_RETRIES": "0"}
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path, monkeypatch):
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
+    monkeypatch.setenv("SQA_HOME", str(throwaway_home(tmp_path / "sqa_home")))
+    for var in ("OPENAI_API_KEY", "SQA_OPENAI_API_KEY", "OPENAI_BASE_URL", "SQA_OPENAI_CONCURRENCY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def standin():
+    servers: list[StandIn] = []
+
+    def make(**kw) -> StandIn:
+        servers.append(StandIn(**kw))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+@pytest.fixture
+def head(tmp_path) -> Path:
+    """A log-odds-only answer head for ``openai:fake-reader`` (P(yes) = sigmoid(plain log-odds))."""
+    from sqa.facts.head import AnswerHead, FeatureSpec
+
+    path = tmp_path / "head.json"
+    AnswerHead(FeatureSpec((), ("plain",), ()), np.asarray([1.0], dtype=np.float32), 0.0, "openai:fake-reader",
+               None, {"note": "test head"}).save(path)
+    return path
+
+
+def _eval(url, head, out, *extra, limit=6):
+    urls = [url] if isinstance(url, str) else url
+    return ["eval", "--preset", "no-retrieval", "--head", head, "--model", "openai:fake-reader",
+            *[a for u in urls for a in ("--base-url", u)], "--split", "dev", "--limit", limit, "--out", out, *extra]
+
+
+def _texts(*roots) -> str:
+    return "\n".join(p.read_bytes().decode("utf-8", "replace") for r in roots for p in Path(r).rglob("*") if p.is_file())
+
+
+# -- endpoints and read-outs -------------------------------------------------------------------------
+
+def test_chat_only_server_works_with_auto(standin, head, tmp_path):
+    """/v1/completions answers 404 (a chat-only server): --api auto reads over chat, from the first
+    answer token's top_logprobs; run.json, metrics.json and ask --json say so."""
+    s = standin(completions="404")
+    out = tmp_path / "run"
+    r = run_sqa(_eval(s.url, head, out), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["server"]["endpoint"] == "chat" and run["server"]["readout"] == "top_logprobs"
+    assert run["server"]["fingerprint"].startswith("sha256:")
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["yes_no_unread"]["top_logprobs"] == 6 and m["yes_no_unread"]["missing"] == 0
+    chat_bodies = [b for p, b in s.requests if p == "/v1/chat/completions" and "Question:" in json.dumps(b)]
+    assert chat_bodies and all(b["logprobs"] is True and b["top_logprobs"] == 20 for b in chat_bodies)
+    a = run_sqa(["ask", "Is the sun a star?", "--no-retrieval", "--head", head, "--model", "openai:fake-reader",
+                 "--base-url", s.url, "--json"], env=ENV)
+    assert a.returncode == 0, a.stderr[-2000:]
+    srv = json.loads(a.stdout)["server"]
+    assert srv["endpoint"] == "chat" and srv["readout"] == "top_logprobs"
+
+
+def test_api_completions_on_a_chat_model_is_one_line(standin, head, tmp_path):
+    s = standin(completions="chat-model")
+    line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "run", "--api", "completions"), env=ENV))
+    assert "chat-only model" in line and "--api chat" in line
+
+
+def test_no_logprobs_reads_by_generation(standin, head, tmp_path):
+    """Neither endpoint gives logprobs: each read-out is a short greedy answer parsed as Yes/No
+    (P(yes) 1 or 0), counted as "generation"."""
+    s = standin(completions="no-logprobs", chat="no-logprobs")
+    out = tmp_path / "run"
+    r = run_sqa(_eval(s.url, head, out), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["server"]["readout"] == "generation" and run["model"]["capabilities"]["readout"] == "generation" \
+        if "capabilities" in run.get("model", {}) else run["server"]["readout"] == "generation"
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["yes_no_unread"]["generation"] == 6 and m["yes_no_unread"]["missing"] == 0
+    # the stand-in answers " Yes" exactly where its log-odds are positive: P(yes) 1 or 0 follows it
+    recs = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]
+    assert all(list(r_["signals"].values())[0] in (0.0, 1.0) for r_ in recs)
+
+
+@pytest.mark.parametrize("honor", [False, True])
+def test_thinking_model_is_read_after_its_block(standin, tmp_path, honor):
+    """A chat model whose answer opens with <think>: read after </think> (the stand-in's answer token
+    there carries the real top logprobs), or, where the server honours ``chat_template_kwargs``
+    ``enable_thinking: false``, asked with thinking off."""
+    from helpers import standin_log_odds
+    from sqa.models.openai import OpenAIModel
+
+    s = standin(completions="404", chat="think", honor_no_thinking=honor)
+    m = OpenAIModel("fake-reader", s.url, concurrency=1)
+    assert m.thinking == ("disabled" if honor else "read-after")
+    p = m.yes_probability(["Question: Is water wet?\nAnswer (Yes or No):"])[0]
+    body = s.requests[-1][1]
+    expect = standin_log_odds(json.dumps(body["messages"], sort_keys=True))
+    assert abs(p - 1 / (1 + np.exp(-expect))) < 1e-6
+    assert m.readout_stats["after_thinking" if not honor else "top_logprobs"] == 1
+    assert m.readout_stats["missing"] == 0
+    assert (body.get("chat_template_kwargs") == {"enable_thinking": False}) == honor
+    m.close()
+
+
+@pytest.mark.parametrize("prefill,strict,expect", [("continue", False, "continue_final_message"),
+                                                   ("always", True, "final-assistant"), ("none", True, "turns")])
+def test_steps_transcript_over_chat(standin, prefill, strict, expect):
+    """A ChatPrompt's reply (the steps reader's transcript) over chat: continued as the final
+    assistant message where the server can (vLLM's flag, llama-server's default), else carried as
+    turns (an assistant turn, then a user turn asking to continue)."""
+    from sqa.models.openai import CONTINUE, OpenAIModel
+    from sqa.types import ChatPrompt
+
+    s = standin(completions="404", prefill=prefill, strict=strict)
+    m = OpenAIModel("fake-reader", s.url, api="chat", concurrency=1)
+    assert m.prefill == expect and m.capabilities.prefill == (expect != "turns")
+    m.generate([ChatPrompt((("system", "Answer."), ("user", "Q?")), "Steps:\n1.")], 5)
+    body = s.requests[-1][1]
+    if expect == "turns":
+        assert body["messages"][-1] == {"role": "user", "content": CONTINUE}
+        assert body["messages"][-2] == {"role": "assistant", "content": "Steps:\n1."}
+    else:
+        assert body["messages"][-1] == {"role": "assistant", "content": "Steps:\n1."}
+        assert bool(body.get("continue_final_message")) == (expect == "continue_final_message")
+    assert m.capabilities.chat_template == "server" and m.capabilities.endpoint == "chat"
+    m.close()
+
+
+# -- cache and cost -------------------------------------------------------------------------------------
+
+def test_rerun_into_new_out_sends_no_question_request(standin, head, tmp_path):
+    """A finished served eval run again into a new --out: every question's request is answered from
+    the response cache (the server counts 0 new ones; only the load-time checks are sent), and
+    run.json's cost shows calls sent, cached and tokens."""
+    s = standin()
+    r = run_sqa(_eval(s.url, head, tmp_path / "a"), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    first = s.question_requests
+    assert first == 6
+    cost = json.loads((tmp_path / "a" / "run.json").read_text())["cost"]
+    assert cost["calls_sent"] == 6 and cost["calls_cached"] == 0 and cost["prompt_tokens"] > 0
+    assert cost["completion_tokens"] == 6 and cost["seconds_per_question"] >= 0
+    r = run_sqa(_eval(s.url, head, tmp_path / "b"), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert s.question_requests == first  # nothing sent for the questions
+    cost = json.loads((tmp_path / "b" / "run.json").read_text())["cost"]
+    assert cost["calls_sent"] == 0 and cost["calls_cached"] == 6 and cost["prompt_tokens"] == 0
+    a = json.loads((tmp_path / "a" / "predictions.json").read_text())
+    assert a == json.loads((tmp_path / "b" / "predictions.json").read_text())
+
+
+def test_other_weights_under_the_same_name_miss_the_cache_and_refuse_the_resume(standin, head, tmp_path):
+    """Other weights behind the same name (another fingerprint): the cached answers are not used,
+    and resuming the old run folder through them is refused in one line."""
+    s = standin()
+    out = tmp_path / "run"
+    assert run_sqa(_eval(s.url, head, out, limit=3), env=ENV).returncode == 0
+    s.close()
+    t = standin()
+    import helpers
+
+    orig = helpers.standin_log_odds
+    try:
+        helpers.standin_log_odds = lambda text: -orig(text)  # other weights: other read-outs, other fingerprint
+        r = run_sqa(_eval(t.url, head, tmp_path / "other", limit=3), env=ENV)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert json.loads((tmp_path / "other" / "run.json").read_text())["cost"]["calls_sent"] == 3
+        line = one_error_line(run_sqa(_eval(t.url, head, out, limit=6), env=ENV))
+        assert "answered through" in line and "fingerprint" in line and "another --out" in line
+    finally:
+        helpers.standin_log_odds = orig
+
+
+def test_two_servers_share_the_work(standin, head, tmp_path):
+    a, b = standin(latency=0.05), standin(latency=0.05)
+    out = tmp_path / "run"
+    r = run_sqa(_eval([a.url, b.url], head, out, limit=8), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = json.loads((out / "run.json").read_text())
+    assert sorted(run["server"]["base_urls"]) == sorted([a.url, b.url])
+    assert a.question_requests + b.question_requests == 8 and a.question_requests and b.question_requests
+
+
+# -- issue 41: URLs, keys, bodies and values that must not stop a run or leak --------------------------
+
+def test_password_with_url_characters_is_sent_as_basic_auth_and_shown_nowhere(standin, head, tmp_path):
+    import base64
+
+    pw = "p/w#x?y@z:Q9-SECRET"
+    s = standin()
+    url = s.url.replace("http://", f"http://sqauser:{pw}@")
+    out = tmp_path / "run"
+    r = run_sqa(_eval(url, head, out, limit=2), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"Basic {base64.b64encode(f'sqauser:{pw}'.encode()).decode()}" in s.auth
+    assert "SECRET" not in r.stdout + r.stderr + _texts(out)
+    bad = url.replace(f":{s.url.rsplit(':', 1)[1].split('/')[0]}/", ":80a/")
+    r = run_sqa(_eval(bad, head, tmp_path / "run2", limit=2), env=ENV)
+    line = one_error_line(r)
+    assert "port is not a number" in line and "SECRET" not in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("bad", ["null", "nan", "inf", "absurd"])
+def test_non_finite_or_absurd_logprobs_count_as_missing(standin, head, tmp_path, bad):
+    s = standin(bad=bad)  # in the questions' answers only (the load-time probes read well)
+    out = tmp_path / "run"
+    r = run_sqa(_eval(s.url, head, out, limit=3), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["yes_no_unread"]["missing"] == 3
+
+
+@pytest.mark.parametrize("bad,words", [("malformed", "not JSON"), ("cut", "closed the connection")])
+def test_malformed_or_cut_body_is_one_line(standin, head, tmp_path, bad, words):
+    s = standin(bad=bad)
+    line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "run", limit=2), env=ENV))
+    assert words in line and s.url in line
+
+
+def test_keys_timeouts_paths_and_aliases(standin, head, tmp_path):
+    s = standin(key="right-key-123")
+    line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "r1"), env={"SQA_OPENAI_MAX_RETRIES": "0"}))
+    assert "none is set" in line and "$SQA_OPENAI_API_KEY" in line
+    line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "r2"), env=ENV))
+    assert "refused the key in $OPENAI_API_KEY" in line and KEY not in line
+    r = run_sqa(_eval(s.url, head, tmp_path / "r3", limit=2), env={"SQA_OPENAI_API_KEY": "right-key-123"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "right-key-123" not in r.stdout + r.stderr + _texts(tmp_path / "r3")
+    line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "r4"), env={**ENV, "SQA_OPENAI_TIMEOUT": "inf"}))
+    assert "$SQA_OPENAI_TIMEOUT='inf'" in line
+    t = standin()
+    line = one_error_line(run_sqa(_eval(t.url[:-3], head, tmp_path / "r5"), env=ENV))
+    assert "does not end in /v1" in line and f"{t.url}" in line
+    t.answer_as = "other-model"
+    line = one_error_line(run_sqa(_eval(t.url, head, tmp_path / "r6"), env=ENV))
+    assert "answered as model 'other-model'" in line and "--allow-model-alias" in line
+    r = run_sqa(_eval(t.url, head, tmp_path / "r7", "--allow-model-alias", limit=2), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_hung_server_is_bounded_well_under_a_minute(standin, head):
+    """The default timeout and retries: a server that never answers holds ``sqa ask`` for about
+    41 s (20 s a try, 2 tries), not minutes."""
+    s = standin(latency=120)
+    t = time.monotonic()
+    r = run_sqa(["ask", "Is the sun a star?", "--no-retrieval", "--head", head, "--model", "openai:fake-reader",
+                 "--base-url", s.url], env={"SQA_OPENAI_CONCURRENCY": "1"}, timeout=120)
+    took = time.monotonic() - t
+    assert "did not answer within 20 s (2 tries" in one_error_line(r)
+    assert took < 55, took
+
+
+def test_nothing_listening_on_any_server(head, tmp_path):
+    urls = [f"http://127.0.0.1:{free_port()}/v1", f"http://127.0.0.1:{free_port()}/v1"]
+    line = one_error_line(run_sqa(_eval(urls, head, tmp_path / "run"), env=ENV))
+    assert "no OpenAI-compatible server answers at" in line
