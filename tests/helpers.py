@@ -169,6 +169,36 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])))
 
 
+# ``python -c FAKE_STATES_MODEL ARGS``: the ``sqa`` command with a deterministic stand-in reader model
+# named "fake-states" (each prompt's hidden state and log-odds from its CRC32, 0.2 s a question), so
+# the out-of-fold train run, its heads and ``sqa ask`` run without a model file.
+FAKE_STATES_MODEL = """
+import signal, sys, time, zlib
+import numpy as np
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import sqa.models.registry as R
+
+
+class StateModel:
+    name = "fake-states"
+    path = None
+
+    def hidden_states(self, prompts):
+        time.sleep(0.2)
+        out = []
+        for p in prompts:
+            v = np.random.default_rng(zlib.crc32(str(p).encode())).normal(size=16).astype(np.float32)
+            out.append((v, float(v[0])))
+        return out
+
+
+R.load_model = lambda *a, **kw: StateModel()
+R.resolve_gguf = lambda *a, **kw: None
+from sqa.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on (bound once by the OS, then released): for a
     server a test starts, or for "nothing listening" at a URL."""

@@ -41,14 +41,20 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
     from sqa.facts.features import FactSettings
     from sqa.facts.store import FeaturesStore, store_meta
     from sqa.models.registry import model_file_sha256, model_stem
-    from sqa.paths import sqa_home
     from sqa.pipeline import index_info
 
     progress = progress or _quiet
     settings = FactSettings(k=options.k, **options.settings)
     info = index_info(options.index_dir, options.backend)
     out_dir = oof_run_dir(options)
-    check_run_file(out_dir, options.eval_options(), info)
+    record = {}
+    if options.pool:  # the head whose questions the run is cross-fitted with (issue 41 item 8)
+        from sqa.facts.heads import fitted_count
+        from sqa.facts.reader import head_for
+
+        h = head_for(options.model, options.kind)
+        record["head"] = {"file": h.source, "fitted_on": fitted_count(h)}
+    check_run_file(out_dir, options.eval_options(), info, record)
     try:
         import sklearn  # noqa: F401
     except ImportError:
@@ -78,12 +84,17 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
                               log=lambda line: progress(OofProgress("crossfit", message=line)))
     heads: dict[str, Path] = {}
     if not pool and options.write_heads:
-        folder = sqa_home() / "heads"
-        for name, h in cf.heads.items():
-            heads[name] = folder / f"{safe}.{name}.json"
-            h.save(heads[name])
-        progress(OofProgress("heads", message=f"answer heads of {safe} ({', '.join(cf.heads)}; fitted on "
-                                              f"{len(cf.heads['plain'].provenance['fitted_qids']):,} questions) -> {folder}"))
+        from sqa.facts.heads import save_heads
+        from sqa.facts.store import settings_key
+
+        for path, best in save_heads(cf.heads, safe, settings_key(settings), replace=options.replace_heads):
+            kind = path.name[len(safe) + 1:].split(".", 1)[0]
+            heads[kind] = path
+            n = len(cf.heads[kind].provenance["fitted_qids"])
+            note = "it answers from now on" if best.path == path else \
+                (f"{best.name} ({'shipped, ' if best.shipped else ''}fitted on {best.n:,} questions) still answers; "
+                 + (f"--head {path} uses this one" if best.shipped else "--replace-heads makes this one answer"))
+            progress(OofProgress("heads", message=f"answer head fitted on {n:,} questions -> {path}; {note}"))
     return Run.from_summary(summary, heads)
 
 

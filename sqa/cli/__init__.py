@@ -28,7 +28,7 @@ _default_showwarning = warnings.showwarning
 
 
 def _register() -> None:
-    from sqa.cli import ask, compare, eval as eval_cmd, features, index, search, train_head  # noqa: F401  (they register)
+    from sqa.cli import ask, compare, eval as eval_cmd, features, heads, index, search, train_head  # noqa: F401  (they register)
 
 
 INTERRUPTED = "interrupted: finished work was saved; run the same command again to resume"

@@ -164,6 +164,10 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     result.qid = None
     if as_json:
         obj = {**result.to_ask_json(), **served_json(reader.model)}
+        if result.head:  # which head answered and how many questions it saw (issue 41 item 1)
+            from sqa.facts.heads import fitted_count
+
+            obj["head_fitted_on"] = fitted_count(h)
         for d, facts in zip(obj["decomposition"], step_facts):
             d["facts"] = [f.to_dict() for f in facts]
         typer.echo(_json_text(obj, model))
@@ -188,7 +192,10 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     verdict = "Yes" if result.answer else "No"
     color = "green" if result.answer else "red"
     own = ", ".join(f"{n} {p:.2f}" for n, p in result.signals.items())
-    how = f"answer head; the model's own P(yes): {own}" if result.calibrated else \
+    from sqa.facts.heads import fitted_count
+
+    by = f"answer head {Path(result.head).name}, fitted on {fitted_count(h):,} questions" if result.head else "answer head"
+    how = f"{by}; the model's own P(yes): {own}" if result.calibrated else \
         f"the model's own, uncalibrated: no answer head for {model}; `{fit_command(model, base_url)}` fits one"
     tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f} [dim]({escape(how)})[/dim]  "
              f"confidence={result.confidence:.2f}  "

@@ -111,6 +111,10 @@ def eval_command(
     base_url: BaseUrlOpt = None,
     api: ApiOpt = "auto",
     allow_model_alias: AliasOpt = False,
+    replace_heads: Annotated[bool, typer.Option("--replace-heads", help="With --split train / train-2061 / all: remove "
+                                                "the model's other heads of yours, so the new one answers (by "
+                                                "default it is written beside them and the head fitted on the most "
+                                                "questions answers).")] = False,
 ) -> None:
     """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out."""
     if ctx.invoked_subcommand is not None:
@@ -172,7 +176,8 @@ def eval_command(
             eval_oof_command(OofOptions(split=split, questions=questions, model=model, index_dir=idx, backend=backend,
                                         k=k, folds=folds, retrieval=retrieval, limit=limit, out=out, pool=pool[0],
                                         settings=pool[1], dataset=dataset_id, preset=chosen.name,
-                                        stem=dataset.stem if dataset is not None else split, base_url=base_url, protocol=protocol))
+                                        stem=dataset.stem if dataset is not None else split, base_url=base_url, protocol=protocol,
+                                        replace_heads=replace_heads))
             return
     if reader == "facts":
         from sqa.pipeline import check_head_states
@@ -187,8 +192,15 @@ def eval_command(
         tag = f"facts{'-oracle-' + oracle if oracle else ''}{'' if retrieval else '-noretrieval'}"
     out_dir = out or default_run_dir(dataset.stem if dataset is not None else split, tag, model)
     info = index_info(idx, backend) if (retrieval or oracle) else None
-    check_run_file(Path(out_dir), options, info)  # refuse a mismatched --out before showing progress
     console = Console(stderr=True)
+    record = {}
+    if head_obj is not None:  # which head answers, and how many questions it saw (issue 41 items 1 and 8)
+        from sqa.facts.heads import fitted_count
+
+        record["head"] = {"file": head_obj.source, "fitted_on": fitted_count(head_obj)}
+    check_run_file(Path(out_dir), options, info, record)  # refuse a mismatched --out before showing progress
+    if head_obj is not None:
+        console.print(f"answer head {head_obj.source} (fitted on {record['head']['fitted_on']:,} questions)")
     columns = [TextColumn("[bold]eval {task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[acc]}")]
     with Progress(*columns, console=console, speed_estimate_period=24 * 3600.0,

@@ -42,7 +42,9 @@ class OofOptions:
     served (``openai:NAME``: log-odds features and heads only). ``k``: paragraphs retrieved per
     step (top-k); ``folds``: term-grouped folds (5). ``out``: the run folder (default
     ``runs/eval/<stem>-facts-oof[-noretrieval]-<model>``). ``write_heads``: save the final heads
-    to ``$SQA_HOME/heads`` (only when ``pool`` is empty: heads fitted on the questions themselves)."""
+    to ``$SQA_HOME/heads`` (only when ``pool`` is empty: heads fitted on the questions themselves),
+    beside the others (``sqa.facts.heads.save_heads``); ``replace_heads``: remove the model's other
+    heads of yours of that kind first."""
 
     split: str
     questions: Sequence[Question]
@@ -62,6 +64,7 @@ class OofOptions:
     base_url: Optional[str] = None
     write_heads: bool = True
     protocol: str = ""  # the named question set (sqa.eval.protocols), recorded in run.json
+    replace_heads: bool = False  # remove the model's other user heads of this kind (sqa.facts.heads.save_heads)
 
     @property
     def kind(self) -> str:

@@ -95,11 +95,15 @@ class EvalOptions:
     def answering(self) -> str:
         """How the answers were made (run.json's vocabulary): "zero-shot" (the model's own,
         uncalibrated P(yes): the steps reader, or the facts reader without a head, whose ``head``
-        is "zero-shot:<kind>"), "out-of-fold" (heads fitted on the other folds) or "head" (one
-        held-out answer head)."""
+        is "zero-shot:<kind>"), "out-of-fold" (train / train-2061 / all: heads fitted on the other
+        folds), "cross-fitted" (dev, test or a dataset answered out-of-fold together with the
+        questions a head was fitted on, each fold fitted with the others' labels: a cross-validated
+        figure, issue 41 item 8) or "head" (one held-out answer head)."""
         if self.reader == "steps" or self.head.startswith("zero-shot"):
             return "zero-shot"
-        return "out-of-fold" if self.head.startswith("out-of-fold") else "head"
+        if self.head.startswith("out-of-fold"):  # train splits out-of-fold; others with a head's fitted questions
+            return "out-of-fold" if self.split in ("train", "train-2061", "all") else "cross-fitted"
+        return "head"
 
     def identity(self) -> dict:
         """The options that define the run, as recorded in ``run.json`` (without the index's)."""

@@ -192,9 +192,12 @@ def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:
     return out
 
 
-def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None) -> dict:
+def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None, record: dict | None = None) -> dict:
     """Create ``run.json`` or check that the recorded run has the same identity (see the module
     doc; ``index_info``: the index identity, plus ``built_at``, as ``sqa.pipeline.index_info`` gives).
+    ``record``: further top-level fields written into ``run.json`` (not part of the identity), e.g.
+    ``answering`` ("head" | "cross-fitted" | "out-of-fold" | "zero-shot") and ``head`` (the file
+    that answers and the questions it was fitted on); added to a recorded run that lacks them.
 
     Raises SqaError listing the differing options, telling the user to pick another ``--out``
     (a recorded run without a single answered question is replaced instead), or when ``out_dir``
@@ -215,6 +218,9 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None)
             if options.protocol and recorded.get("protocol") != options.protocol:  # this session's question set
                 recorded["protocol"] = options.protocol
                 write_json_atomic(path, recorded)
+            if record and any(recorded.get(k) != v for k, v in record.items()):
+                recorded.update(record)
+                write_json_atomic(path, recorded)
             return recorded
         if (out_dir / TRACES_FILE).exists() and (out_dir / TRACES_FILE).stat().st_size:
             raise SqaError(f"{out_dir}: holds a run with other options ({'; '.join(diff)}); use another --out "
@@ -225,7 +231,7 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None)
         raise SqaError(f"{out_dir}: has {TRACES_FILE} but no {RUN_FILE}, so its options are unknown; use another --out")
     recorded = {"format": RUN_FORMAT, "identity": identity, "options": options.to_dict(), "index": index_info or {},
                 "answering": options.answering, **({"protocol": options.protocol} if options.protocol else {}),
-                "created_at": now()}
+                **(record or {}), "created_at": now()}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, recorded)
     return recorded

@@ -29,7 +29,7 @@ from sqa.facts.features import FactSelector, FactSettings, complete_lines, quest
 from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
 from sqa.facts.head import AnswerHead, feature_vector, scalar_features
 from sqa.trace import ReasoningResult
-from sqa.types import ORACLES, HeadNotFound, LanguageModel, Question, SqaError
+from sqa.types import ORACLES, LanguageModel, Question, SqaError
 
 # The fact settings of a reader without a head (zero-shot): those of an out-of-fold run and the
 # shipped heads (the best sentences of the top 3 paragraphs; FactSettings' doc), so the features a
@@ -132,9 +132,11 @@ class FactsReader:
         if not math.isfinite(p):
             raise SqaError(f"{self.head.shown}: P(yes) is not a number for question {q.qid or q.question!r}; "
                            "re-create the head with `sqa eval --split train`")
-        return features_result(q, qf, p, f"head:{self.head.spec.name}", k=self.k,
-                               model_name=getattr(self.model, "name", ""),
-                               shows_facts=self.reads_facts, retrieval=self.retriever is not None)
+        r = features_result(q, qf, p, f"head:{self.head.spec.name}", k=self.k,
+                            model_name=getattr(self.model, "name", ""),
+                            shows_facts=self.reads_facts, retrieval=self.retriever is not None)
+        r.head = self.head.source or ""  # the file that answered (issue 41 item 1)
+        return r
 
     def zero_shot(self, q: Question, qf: QuestionFeatures) -> ReasoningResult:
         """The model's own P(yes) (the module doc): the sigmoid of the log-odds after the last
@@ -287,29 +289,23 @@ def train_command(model_name: str) -> str:
 
 
 def head_for(model_name: str, kind: str, path: str | Path | None = None) -> AnswerHead:
-    """The answer head to use: ``path`` if given, else ``$SQA_HOME/heads/<model>.<kind>.json``
-    (written by ``sqa eval --split train``), else the one shipped in the package. Raises
-    ``HeadNotFound`` when there is none (the caller may answer zero-shot), SqaError for a ``path``
-    that is missing or not a head, or a head for another hidden size."""
-    from sqa.paths import sqa_home
-    from sqa.facts.head import shipped_head_path
-
-    from sqa.models.registry import MODELS
+    """The answer head to use: ``path`` if given, else the one fitted on the most questions among
+    the user's heads in ``$SQA_HOME/heads`` (written by ``sqa eval --split train``) and the one
+    shipped in the package (``sqa.facts.heads.choose_head``). ``source`` names its file and
+    ``provenance`` the questions it saw. Raises HeadNotFound if there is none, SqaError for a
+    damaged head file or one of another model size
+    (the caller may answer zero-shot on HeadNotFound)."""
+    from sqa.facts.heads import choose_head
+    from sqa.models.registry import MODELS, model_stem
 
     size = MODELS[model_name].hidden_size if model_name in MODELS else None
     if path:
         head = AnswerHead.load(path)
         head.check_size(size, model_name)  # before any model loads
         return head
-    from sqa.models.registry import model_stem
-
-    safe = model_stem(model_name)
-    for cand in (sqa_home() / "heads" / f"{safe}.{kind}.json", shipped_head_path(safe, kind)):
-        if cand.exists():
-            head = AnswerHead.load(cand)
-            head.check_size(size, model_name)
-            return head
-    raise HeadNotFound(f"no answer head for model {model_name}; build its heads with `{train_command(model_name)}`")
+    head = choose_head(model_stem(model_name), kind, train_command(model_name)).head
+    head.check_size(size, model_name)
+    return head
 
 
 __all__ = ["FactsReader", "ORACLES", "PROMPT_VERSION", "ZERO_SHOT_SETTINGS", "head_for"]
