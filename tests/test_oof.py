@@ -92,8 +92,8 @@ def test_store_is_one_writer_and_checks_its_meta(tmp_path):
                            env={"PYTHONPATH": str(REPO), "PATH": ""})
         assert r.returncode == 2 and "another sqa run is writing these features" in r.stdout
     with FeaturesStore(root, _meta()) as store:  # the lock is released; the record is there
-        assert list(store.read()) == ["q1"]
-    with pytest.raises(SqaError, match=r"features made with other settings \(facts\)"):
+        assert [r["qid"] for r in store.read().values()] == ["q1"]
+    with pytest.raises(SqaError, match=r"made with other settings \(facts: stored"):
         FeaturesStore(root, _meta(k=5)).__enter__()
 
 
@@ -110,7 +110,7 @@ def test_import_checks_meta_and_skips_what_is_there(tmp_path):
         with pytest.raises(SqaError, match="other settings \\(model_sha256\\)"):
             store.import_files([dump], {**old_meta, "model_sha256": "cd" * 32}, done)
     with FeaturesStore(tmp_path / "store", _meta()) as store:
-        assert sorted(store.read()) == ["q0", "q1", "q2"]
+        assert sorted(r["qid"] for r in store.read().values()) == ["q0", "q1", "q2"]
 
 
 def test_crossfit_is_nested_term_grouped_and_never_fits_a_demonstration():

@@ -39,12 +39,16 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
     from sqa.eval.oof import run_oof
     from sqa.eval.rundir import check_run_file
     from sqa.facts.features import FactSettings
-    from sqa.facts.store import FeaturesStore, store_meta
+    from sqa.facts.store import FeaturesStore, question_key, store_meta
     from sqa.models.registry import model_file_sha256, model_stem
     from sqa.pipeline import index_info
 
+    from sqa.pipeline import open_index
+
     progress = progress or _quiet
     settings = FactSettings(k=options.k, **options.settings)
+    open_index(options.index_dir, options.backend).close()  # a missing index or a server that is down: named as such
+    check_enough(options)  # before any question is read (issue 41 item 12)
     info = index_info(options.index_dir, options.backend)
     out_dir = oof_run_dir(options)
     record = {}
@@ -65,12 +69,12 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
     pool, questions = list(options.pool), list(options.questions)
     with FeaturesStore(FeaturesStore.default_root(safe, settings), store_meta(safe, sha, settings, info)) as store:
         done = store.read()
-        missing_pool = [q for q in pool if q.qid not in done]
+        missing_pool = [q for q in pool if question_key(q) not in done]
         if missing_pool:
             raise SqaError(f"the answer head of {safe} was fitted on {len(pool):,} questions, {len(missing_pool):,} of "
                            f"whose features are not in {store.root}; run `sqa eval --split train --model "
                            f"{options.model}` first")
-        need = [q for q in questions if q.qid not in done]
+        need = [q for q in questions if question_key(q) not in done]  # qid and text (issue 41 item 3)
         if need:
             _read_features(store, need, done, options, settings, progress, total=len(questions))
         n = len({q.qid for q in [*questions, *pool]})
@@ -79,7 +83,8 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
                 "fitted_on": options.split if not pool else "the questions of the head it replaces",
                 "index": info.get("preset"), "index_identity": store.meta["index"],
                 "features": str(Path("features") / safe / store.root.name)}
-        summary, cf = run_oof(options.eval_options(), out_dir, questions, done, pool=pool, model=safe,
+        records = {q.qid: done[question_key(q)] for q in [*pool, *questions]}  # the run's own text wins
+        summary, cf = run_oof(options.eval_options(), out_dir, questions, records, pool=pool, model=safe,
                               model_sha256=sha, provenance=prov, index_info=info, kind=options.kind,
                               log=lambda line: progress(OofProgress("crossfit", message=line)))
     heads: dict[str, Path] = {}
@@ -96,6 +101,31 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
                  + (f"--head {path} uses this one" if best.shipped else "--replace-heads makes this one answer"))
             progress(OofProgress("heads", message=f"answer head fitted on {n:,} questions -> {path}; {note}"))
     return Run.from_summary(summary, heads)
+
+
+def check_enough(options: OofOptions) -> None:
+    """SqaError before any question is read when the run's labelled questions cannot be cross-fitted
+    (``sqa.facts.crossfit.crossfit_shortfall``), saying how many of the split's first questions would do."""
+    from sqa.eval.oof import TRAIN_SPLITS
+    from sqa.facts.crossfit import crossfit_shortfall
+    from sqa.facts.prompt import demo_qids
+
+    demos = demo_qids()
+    why = crossfit_shortfall([*options.questions, *options.pool], options.folds, demos)
+    if why is None:
+        return
+    hint, split, folds = "use more questions", options.split, options.folds
+    if split in TRAIN_SPLITS:
+        from sqa.eval.runner import select_questions
+
+        everything = select_questions(split, None)
+        need = next((n for n in range(folds, len(everything) + 1)
+                     if crossfit_shortfall(everything[:n], folds, demos) is None), None)
+        if need is not None:
+            hint = f"--limit {need} or more (the first {need} questions of {split} do)"
+    limit = f" --limit {options.limit}" if options.limit else ""
+    raise SqaError(f"--split {split}{limit}: cross-fitting needs labelled questions of both answers on at least {folds} "
+                   f"terms ({why}, the demonstration questions left out); {hint}; nothing was read")
 
 
 def _read_features(store, need, done, options: OofOptions, settings, progress: ProgressCallback, total: int) -> None:

@@ -37,6 +37,17 @@ C_LOG_ODDS = tuple(float(c) for c in np.logspace(-3, 1, 5))
 PROTOCOL = "out-of-fold, {folds} term-grouped folds"
 
 
+def crossfit_shortfall(questions, folds: int, demos=frozenset()) -> str | None:
+    """Why ``questions`` (``sqa.types.Question``; known before any is read) cannot be cross-fitted
+    into ``folds`` folds, or None: ``crossfit`` needs labelled questions, ``demos`` left out, of
+    both answers on at least ``folds`` terms (StrategyQA ``term``; the qid when there is none)."""
+    rows = {q.qid: q for q in questions if q.answer is not None and q.qid not in demos}
+    terms = {q.term or q.qid for q in rows.values()}
+    if len(terms) >= folds and len({bool(q.answer) for q in rows.values()}) == 2:
+        return None
+    return f"got {len(rows)} labelled question(s) on {len(terms)} term(s)"
+
+
 def n_facts_of(records: Sequence[dict]) -> int:
     """The largest fact read-out ``fN`` in the records (0: no facts were read)."""
     return max((int(k[1:]) for r in records for k in r.get("log_odds", {}) if k.startswith("f") and k[1:].isdigit()),

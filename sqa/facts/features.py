@@ -206,13 +206,15 @@ def complete_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
             yield lineno, line
 
 
-def parse_features(data: bytes, path: Path | str) -> tuple[dict[str, dict], int]:
+def parse_features(data: bytes, path: Path | str, key: Callable[[dict], str] | None = None,
+                   check: Callable[[dict, int], None] | None = None) -> tuple[dict[str, dict], int]:
     """The one parser of features files (JSON lines, one ``QuestionFeatures.to_dict()`` object a
     line): ``({qid: record}, end)`` where ``end`` is the byte offset after the last complete line.
     Only a torn last line (bytes after the last newline: a kill during the write) is left out; a
     complete line that is not a features record raises SqaError naming ``path:line`` (never
     dropped silently: the lines after it are finished work). Blank lines are skipped; a qid seen
-    twice keeps its first record."""
+    twice keeps its first record. ``key(record)`` replaces the qid as the key (the features store
+    keys by qid and question text); ``check(record, line number)`` may raise for a record."""
     done: dict[str, dict] = {}
     for lineno, line in complete_lines(data):
         try:
@@ -223,11 +225,14 @@ def parse_features(data: bytes, path: Path | str) -> tuple[dict[str, dict], int]
         except ValueError as e:
             raise SqaError(f"{path}:{lineno}: damaged features line ({str(e)[:80]}); delete that line (the question "
                            "is read again) or use another features directory") from None
-        done.setdefault(rec["qid"], rec)
+        if check is not None:
+            check(rec, lineno)
+        done.setdefault(key(rec) if key else rec["qid"], rec)
     return done, data.rfind(b"\n") + 1
 
 
-def read_done(path: Path, repair: bool = False) -> dict[str, dict]:
+def read_done(path: Path, repair: bool = False, key: Callable[[dict], str] | None = None,
+              check: Callable[[dict, int], None] | None = None) -> dict[str, dict]:
     """qid -> record of a features file (``parse_features``). A torn last line is left out;
     ``repair`` also cuts it off the file (the writer does this, under its lock, before appending;
     readers leave the file alone). A damaged complete line raises SqaError naming file:line and the
@@ -238,7 +243,7 @@ def read_done(path: Path, repair: bool = False) -> dict[str, dict]:
         data = path.read_bytes()
     except FileNotFoundError:
         return {}
-    done, end = parse_features(data, path)
+    done, end = parse_features(data, path, key, check)
     if repair and end != len(data):
         with open(path, "r+b") as f:
             f.truncate(end)
