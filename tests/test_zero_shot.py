@@ -96,8 +96,11 @@ def test_run_json_and_metrics_say_how_answers_were_made(tmp_path):
     assert opts(reader="facts", decomposition="question", head="zero-shot:facts").answering == "zero-shot"
     assert opts(reader="steps").answering == "zero-shot"  # the steps reader's P(yes) is the model's own
     assert opts(reader="facts", decomposition="question", head="facts:0123456789ab").answering == "head"
-    assert opts(reader="facts", decomposition="question",
-                head="out-of-fold, 5 term-grouped folds (facts head)").answering == "out-of-fold"
+    oof = "out-of-fold, 5 term-grouped folds (facts head)"
+    # dev answered with the questions a head was fitted on: cross-fitted (issue 41 item 8); train: out-of-fold
+    assert opts(reader="facts", decomposition="question", head=oof).answering == "cross-fitted"
+    assert EvalOptions(split="train", model="m", reader="facts", decomposition="question",
+                       head=oof).answering == "out-of-fold"
     check_run_file(tmp_path, opts(reader="facts", decomposition="question", head="zero-shot:facts"), None)
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["answering"] == "zero-shot" and run["identity"]["head"] == "zero-shot:facts"
