@@ -122,6 +122,7 @@ class SearchBackend(Protocol):
 
     name: str
     item_errors: int  # paragraphs the backend refused so far (Elasticsearch per-item errors; 0 for tantivy)
+    created: int | None  # paragraphs this process added that were new to the index (None: the backend does not say)
 
     def add(self, paragraphs: Iterable[Paragraph]) -> int:
         """Queue paragraphs for indexing; returns how many were accepted."""

@@ -257,7 +257,8 @@ class CrashAfterCommit:
 def test_resume_after_crash_between_commit_and_checkpoint(es_index, small_corpus, tmp_path):
     corpus, ids = small_corpus
     d = tmp_path / "idx"
-    be = CrashAfterCommit(ElasticsearchBackend(create=True, es_index=es_index), crash_on=2)
+    # commit 1 is the build's refresh at its start (sqa.indexing.resume.session_start), 2 and 3 the windows
+    be = CrashAfterCommit(ElasticsearchBackend(create=True, es_index=es_index), crash_on=3)
     with pytest.raises(RuntimeError):
         build_index([corpus], d, be, commit_every=100, batch_size=100)
     be.inner.close()
@@ -270,6 +271,70 @@ def test_resume_after_crash_between_commit_and_checkpoint(es_index, small_corpus
         assert report.count == len(set(ids)) and report.duplicates == 0
         assert read_manifest(d)["duplicates_replaced"] == 0
         assert (d / MANIFEST).exists() and not (d / CHECKPOINT).exists()
+    finally:
+        be.close()
+
+
+def _lose(be: ElasticsearchBackend, ids: list[str]) -> None:
+    """The server loses documents (as a node restarted without its data would)."""
+    for i in ids:
+        be.es.delete(index=be.es_index, id=i)
+    be.es.indices.refresh(index=be.es_index)
+
+
+@pytest.mark.es
+def test_a_resume_after_the_server_lost_documents_re_sends_them(es_index, small_corpus, tmp_path):
+    """Issue 41 item 5: 0cf7775 resumed at its checkpoint whatever the server held, and ended with
+    exit 0, an incomplete index and the missing documents reported as "duplicates replaced"."""
+    corpus, ids = small_corpus
+    d = tmp_path / "idx"
+    be = CrashAfterCommit(ElasticsearchBackend(create=True, es_index=es_index), crash_on=3)
+    with pytest.raises(RuntimeError):
+        build_index([corpus], d, be, commit_every=100, batch_size=100)
+    be.inner.close()
+    be = ElasticsearchBackend(create=True, es_index=es_index)
+    try:
+        assert be.count() == 200  # two windows committed, the second not checkpointed (count 100 recorded)
+        _lose(be, ids[:150])
+        with pytest.warns(UserWarning, match="holds 50 paragraphs, fewer than the 100 at the last checkpoint"):
+            report = build_index([corpus], d, be, commit_every=100, batch_size=100)
+        assert report.count == len(set(ids)) == be.count() and report.duplicates == 0
+        assert read_manifest(d)["paragraph_count"] == len(set(ids))
+    finally:
+        be.close()
+
+
+class LoseAfterCommit(CrashAfterCommit):
+    """The server loses ``lost`` documents right after the ``crash_on``-th commit (mid-build)."""
+
+    def __init__(self, inner, crash_on, lost):
+        super().__init__(inner, crash_on)
+        object.__setattr__(self, "lost", lost)
+
+    def commit(self):
+        self.inner.commit()
+        object.__setattr__(self, "n", self.n + 1)
+        if self.n == self.crash_on:
+            _lose(self.inner, self.lost)
+
+
+@pytest.mark.es
+def test_documents_lost_during_a_build_stop_it_and_the_same_command_repairs_it(es_index, small_corpus, tmp_path):
+    """Issue 41 item 5: the final count check is exact (start + created), not "duplicates replaced"."""
+    corpus, ids = small_corpus
+    d = tmp_path / "idx"
+    be = LoseAfterCommit(ElasticsearchBackend(create=True, es_index=es_index), crash_on=3, lost=ids[:10])
+    try:
+        with pytest.raises(SqaError, match="the server lost documents during the build; run the same command"):
+            build_index([corpus], d, be, commit_every=100, batch_size=100)
+        assert not (d / MANIFEST).exists() and json.loads((d / CHECKPOINT).read_text())["resend"] is True
+    finally:
+        be.inner.close()
+    be = ElasticsearchBackend(create=True, es_index=es_index)
+    try:
+        with pytest.warns(UserWarning, match="found documents missing"):
+            report = build_index([corpus], d, be, commit_every=100, batch_size=100)
+        assert report.count == len(set(ids)) == be.count() and report.duplicates == 0
     finally:
         be.close()
 

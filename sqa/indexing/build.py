@@ -4,22 +4,21 @@ Resume protocol (kill -9 safe): paragraphs are added in windows of ``commit_ever
 window the backend commits, then ``checkpoint.json`` is atomically replaced with the position
 reached (file index, lines consumed, counters). A re-run with the same corpus files skips to that
 position. If the process died after a commit but before its checkpoint was written, the window
-is re-added; a paragraph whose evidence ID is already in the index replaces it (tantivy: the
-backend looks the ID up in the committed index and in the window being written, then
-delete-by-term + add; Elasticsearch: ``_id`` = evidence ID), so the index still ends with exactly
-one copy of every paragraph, whatever ``commit_every`` the resumed run uses. The same holds for an
-evidence ID that occurs twice in the input: the later copy replaces the earlier one (as
-Elasticsearch's overwrite does), and the build counts these replacements
-(``duplicates_replaced`` = paragraphs held before + read - rejected - in the index at the end).
-When the build completes, ``manifest.json`` records what identifies the index (see
-:mod:`sqa.indexing.manifest`), the corpus files, counts and build time, and the checkpoint is removed. A lock file (``.sqa-build.lock``, ``flock``) keeps a second build
-out of the same directory; Ctrl-C is held while a commit and its checkpoint are written.
+is re-added; a paragraph whose evidence ID is already in the index replaces it (tantivy: delete-
+by-term + add, the ID looked up in the committed index and the window; Elasticsearch: ``_id`` =
+evidence ID), so the index ends with one copy of every paragraph, whatever ``commit_every`` the
+resumed run uses. An evidence ID twice in the input: the later copy replaces the earlier one,
+counted (``duplicates_replaced`` = paragraphs held before + read - rejected - in the index at the
+end). Elasticsearch's count is checked exactly against the checkpoint and at the end
+(:mod:`sqa.indexing.resume`). When the build completes, ``manifest.json`` records what identifies
+the index (:mod:`sqa.indexing.manifest`), the corpus files, counts and build time, and the
+checkpoint is removed. A lock file (``.sqa-build.lock``, ``flock``) keeps a second build out of the
+same directory; Ctrl-C is held while a commit and its checkpoint are written.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import signal
@@ -32,6 +31,7 @@ from typing import Callable, Iterator, Sequence
 
 from sqa.indexing.manifest import MANIFEST, corpus_id, read_manifest  # noqa: F401  (read_manifest re-exported)
 from sqa.indexing.readers import ReadStats, read_corpus
+from sqa.indexing.resume import check_final_count, json_file as _json_file, lost_since_checkpoint, session_start
 from sqa.jsonio import write_json_atomic
 from sqa.types import SearchBackend, SqaError
 
@@ -99,12 +99,6 @@ class BuildReport:
                 f"in index {self.count:,}" + (f", duplicates replaced {self.duplicates:,}" if self.duplicates else "")
                 + f", {self.seconds:,.1f} s" + (" (resumed)" if self.resumed else ""))
 
-
-def _json_file(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def index_files(index_dir: str | Path) -> tuple[list[Path], list[Path]]:
@@ -299,18 +293,19 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
            batch_size: int, on_progress, on_error, preset: str | None) -> BuildReport:
     report = BuildReport(backend=backend.name, corpus_files=files)
 
-    start_file, start_pos = 0, 0
-    rejected_before = 0
+    start_file, start_pos, rejected_before = 0, 0, 0
     ckpt_path = index_dir / CHECKPOINT
     ckpt = _json_file(ckpt_path) if ckpt_path.exists() else None
+    start = session_start(backend)  # the count now, for the exact checks of sqa.indexing.resume (Elasticsearch)
     if isinstance(ckpt, dict) and ckpt.get("corpus_files") == files and ckpt.get("backend") == backend.name:
-        start_file, start_pos = ckpt["file_index"], ckpt["position"]
-        report.read, report.indexed, report.skipped = ckpt["read"], ckpt["indexed"], ckpt["skipped"]
         report.preexisting = int(ckpt.get("preexisting", 0))
-        rejected_before = int(ckpt.get("rejected", 0))
         report.resumed = True
+        if not lost_since_checkpoint(ckpt, start, index_dir):
+            start_file, start_pos = ckpt["file_index"], ckpt["position"]
+            report.read, report.indexed, report.skipped = ckpt["read"], ckpt["indexed"], ckpt["skipped"]
+            rejected_before = int(ckpt.get("rejected", 0))
     else:
-        report.preexisting = backend.count()
+        report.preexisting = backend.count() if start is None else start[0]
 
     def rejected() -> int:
         return rejected_before + int(backend.item_errors or 0)
@@ -324,7 +319,7 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
             write_json_atomic(ckpt_path, indent=2, obj={"backend": backend.name, "corpus_files": files, "file_index": file_index,
                                            "position": position, "read": report.read, "indexed": report.indexed,
                                            "skipped": report.skipped, "preexisting": report.preexisting,
-                                           "rejected": rejected()})
+                                           "rejected": rejected(), "count": None if start is None else backend.count()})
 
     for fi in range(start_file, len(files)):
         path = files[fi]
@@ -369,6 +364,7 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
     report.count = backend.count()
     report.rejected = rejected()
     report.duplicates = max(0, report.preexisting + report.read - report.rejected - report.count)
+    check_final_count(backend, start, report, ckpt_path)  # exact (Elasticsearch); else the next run re-sends all
     report.seconds = time.perf_counter() - t0
     if report.count == 0:
         ckpt_path.unlink(missing_ok=True)  # nothing to resume: a re-run reads the files again

@@ -112,6 +112,7 @@ class ElasticsearchBackend:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.item_errors = 0
+        self.created = 0  # documents new to the index ("result": "created"), counted for the build's exact check
         self.first_errors: list[str] = []
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -215,14 +216,18 @@ class ElasticsearchBackend:
     def _send(self, actions: list[dict]) -> int:
         from elasticsearch import helpers
 
-        ok_n = 0
+        ok_n = created = 0
         for ok, item in helpers.streaming_bulk(self.es, actions, chunk_size=self.chunk_size,
                                                max_retries=self.max_retries, initial_backoff=self.initial_backoff,
                                                max_backoff=self.max_backoff, raise_on_error=False, yield_ok=True):
             if ok:
                 ok_n += 1
+                info = next(iter(item.values()), {}) if isinstance(item, dict) else {}
+                created += info.get("result") == "created" or (info.get("result") is None and info.get("status") == 201)
             else:
                 self._record_error(item)
+        with self._lock:
+            self.created += created
         return ok_n
 
     def _wait(self, keep: int = 0) -> None:

@@ -259,6 +259,7 @@ class TantivyBackend:
         self.index.reload()
 
     item_errors = 0  # tantivy accepts every paragraph (the SearchBackend Protocol's count of refused ones)
+    created = None  # tantivy does not say which additions were new (the build's count check is Elasticsearch's)
 
     def manifest_extra(self) -> dict:
         """What ``manifest.json`` records about how this index ranks (part of its identity):
