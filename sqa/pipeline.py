@@ -149,7 +149,7 @@ class Pipeline:
 def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Path | None = None,
                  backend: str = "embedded", k: int = 10, *, head=None, features_cache: str | Path | None = None,
                  fewshot_pool: Sequence[Question] | None = None, retriever: str = "step",
-                 base_url: str | None = None) -> Pipeline:
+                 base_url: str | None = None, chat_template: str | Path | None = None) -> Pipeline:
     """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
     fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
     for ``sqa.steps.models.load_model``, or a loaded ``LanguageModel``).
@@ -157,12 +157,14 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
     Facts reader: ``head`` (from :func:`load_head`; loaded here when None, and answering zero-shot
     when the model has none) is checked against the model; ``features_cache`` is a features file (``sqa.facts.features``). Steps reader:
     ``fewshot_pool`` = the questions demonstrations come from (default train-2061). ``base_url``:
-    the server of a served model (``openai:NAME``). Raises SqaError for a missing index, model or
+    the server of a served model (``openai:NAME``). ``chat_template``: a Jinja file rendering the
+    model's ``ChatPrompt`` s instead of its own template (``--chat-template``). Raises SqaError for a missing index, model or
     head, and for a head that reads hidden states with a served model (which gives none)."""
     from sqa.models.registry import load_model, model_stem
     from sqa.paths import default_index_dir
 
     be = ret = None
+    model_kw = {k: v for k, v in (("base_url", base_url), ("chat_template", chat_template)) if v is not None}
     if preset.retrieval or preset.oracle:
         be = open_index(Path(index_dir).expanduser() if index_dir else default_index_dir(), backend)
         ret = make_retriever(be, retriever)
@@ -175,8 +177,7 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
             if head is None:
                 head, _ = load_head(name, preset.retrieval, preset.oracle)
             check_head_states(head, name if isinstance(model, str) else model)
-            lm = (load_model(model, base_url=base_url) if base_url else load_model(model)) if isinstance(model, str) \
-                else model
+            lm = load_model(model, **model_kw) if isinstance(model, str) else model
             if head is not None:
                 head.check_model(model_stem(name), model_sha256(lm))
             from sqa.paths import sqa_home
@@ -187,8 +188,7 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
             from sqa.steps.prompts import DemoSelector
             from sqa.steps.reader import StepsReader
 
-            lm = (load_model(model, base_url=base_url) if base_url else load_model(model)) if isinstance(model, str) \
-                else model
+            lm = load_model(model, **model_kw) if isinstance(model, str) else model
             reader = StepsReader(lm, ret, k, retrieval=preset.retrieval,
                               demo_selector=DemoSelector(fewshot_pool) if fewshot_pool is not None else None)
     except BaseException:
@@ -199,7 +199,8 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
 
 
 def reader_factory(preset: Preset, model: str, index_dir: str | Path, backend: str = "embedded", k: int = 10, *,
-                   head=None, features_cache: str | Path | None = None, base_url: str | None = None) -> Callable:
+                   head=None, features_cache: str | Path | None = None, base_url: str | None = None,
+                   chat_template: str | Path | None = None) -> Callable:
     """``pool -> reader`` for ``sqa.eval.runner.run_eval``: builds the reader once (the model loads
     once); the steps reader then switches its few-shot pool per cross-fitting fold, the facts
     reader's demonstrations are fixed so the pool does not change it."""
@@ -210,6 +211,7 @@ def reader_factory(preset: Preset, model: str, index_dir: str | Path, backend: s
         if p is None:
             p = state["pipeline"] = build_reader(preset, model, index_dir, backend, k, head=head,
                                                  features_cache=features_cache, base_url=base_url,
+                                                 chat_template=chat_template,
                                                  fewshot_pool=pool.questions if pool is not None else None)
             return p.reader
         if preset.reader == "steps":

@@ -18,8 +18,8 @@ from rich.tree import Tree
 from rich.markup import escape
 
 from sqa.cli import app
-from sqa.cli.common import AliasOpt, ApiOpt, BackendOpt, BaseUrlOpt, IndexDirOpt, PresetOpt, choose_preset, \
-    resolve_index_dir, served_json, served_options, served_warning
+from sqa.cli.common import AliasOpt, ApiOpt, BackendOpt, BaseUrlOpt, ChatTemplateOpt, IndexDirOpt, PresetOpt, \
+    choose_preset, resolve_index_dir, served_json, served_options, served_warning
 from sqa.types import MAX_K, Question, SqaError
 
 
@@ -58,6 +58,7 @@ def ask_command(
     base_url: BaseUrlOpt = None,
     api: ApiOpt = "auto",
     allow_model_alias: AliasOpt = False,
+    chat_template: ChatTemplateOpt = None,
 ) -> None:
     """Answer a yes/no question with a preset's reader (default facts) and show the evidence."""
     from sqa.pipeline import build_reader
@@ -73,11 +74,16 @@ def ask_command(
     decomposition = decomposition or "predicted"
     base_url = served_options(base_url, api, allow_model_alias)
     err = Console(stderr=True)
+    if chat_template is not None:
+        from sqa.models.chat import check_template_file
+
+        check_template_file(chat_template)  # a missing or broken file is one line before the model loads
     if chosen.reader == "facts":
         return _ask_facts(question, model, k, chosen, as_json, steps, head, resolve_index_dir(index_dir), backend, err,
-                          base_url)
+                          base_url, chat_template)
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        pipe = build_reader(chosen, model, resolve_index_dir(index_dir), backend, k, base_url=base_url)
+        pipe = build_reader(chosen, model, resolve_index_dir(index_dir), backend, k, base_url=base_url,
+                            chat_template=chat_template)
     with err.status("reasoning…", spinner="dots"):
         result = pipe.reader.answer_batch([Question(qid="", question=question)], decomposition=decomposition)[0]
     served_warning(pipe.model, err)
@@ -134,7 +140,7 @@ def _json_text(obj: dict, model: str) -> str:
 
 
 def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: bool, head, index_dir,
-               backend: str, err: Console, base_url: str | None = None) -> None:
+               backend: str, err: Console, base_url: str | None = None, chat_template: Path | None = None) -> None:
     """``sqa ask`` with the facts reader: facts (with their sources) and the head's answer (or,
     for a model without a head, its own uncalibrated P(yes), said so); with ``--steps`` the decomposer's steps too (for the reader of the output; the answer does not use them)."""
     import time
@@ -149,7 +155,8 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     h, _ = load_head(model, preset.retrieval, preset.oracle, head)
     check_head_states(h, model)  # a head that reads hidden states, with a served model: named before it loads
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        reader = build_reader(preset, model, index_dir, backend, k, head=h, base_url=base_url).reader
+        reader = build_reader(preset, model, index_dir, backend, k, head=h, base_url=base_url,
+                              chat_template=chat_template).reader
     t = time.perf_counter()
     with err.status("reading…", spinner="dots"):
         result = reader.answer_batch([Question(qid="", question=question)], decomposition="question")[0]

@@ -62,6 +62,14 @@ def served_json(model) -> dict:
                        "readout_stats": dict(getattr(model, "readout_stats", {}) or {}),
                        "cost": model.cost.to_dict() if hasattr(model, "cost") else None}}
 
+ChatTemplateOpt = Annotated[
+    Path | None,
+    typer.Option("--chat-template", help="A Jinja chat template file (or a tokenizer_config.json holding one) that "
+                                         "renders the steps reader's chat prompts instead of the model's own (a .gguf "
+                                         "file's tokenizer.chat_template, else ChatML); in-process models only.",
+                 show_default=False),
+]
+
 
 def served_warning(model, err) -> None:
     """Print one ``warning:`` line on ``err`` (a rich Console) when a served model's yes/no

@@ -21,8 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from sqa.cli import app
-from sqa.cli.common import (AliasOpt, ApiOpt, BackendOpt, BaseUrlOpt, IndexDirOpt, PresetOpt, choose_preset,
-                            metrics_table, resolve_index_dir, served_options)
+from sqa.cli.common import (AliasOpt, ApiOpt, BackendOpt, BaseUrlOpt, ChatTemplateOpt, IndexDirOpt, PresetOpt,
+                            choose_preset, metrics_table, resolve_index_dir, served_options)
 from sqa.cli.eval_retrieval import eval_retrieval_command
 from sqa.types import SqaError
 
@@ -115,6 +115,7 @@ def eval_command(
                                                 "the model's other heads of yours, so the new one answers (by "
                                                 "default it is written beside them and the head fitted on the most "
                                                 "questions answers).")] = False,
+    chat_template: ChatTemplateOpt = None,
 ) -> None:
     """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out."""
     if ctx.invoked_subcommand is not None:
@@ -155,6 +156,11 @@ def eval_command(
         dataset_id = f"{dataset.name}:{_digest(dataset)}"
     idx = resolve_index_dir(index_dir)
     head_obj = head_id = None
+    template_id = ""
+    if chat_template is not None:
+        from sqa.models.chat import check_template_file
+
+        template_id = check_template_file(chat_template)  # a missing or broken file: one line, before any model
     if base_url and not model.startswith("openai:"):
         raise SqaError(f"--base-url goes with a served model (--model openai:NAME), not {model!r}")
     questions = select_questions(split, limit) if dataset_questions is None else dataset_questions[:limit] \
@@ -168,6 +174,9 @@ def eval_command(
 
         pool = oof_pool(model, retrieval, head, split, questions)
         if pool is not None:
+            if chat_template is not None:
+                raise SqaError("--chat-template: an out-of-fold run reads the facts reader's plain-text prompts, which "
+                               "no chat template renders; leave it out")
             if features_cache is not None:
                 raise SqaError("--features-cache goes with a run answered by one head; an out-of-fold run keeps its "
                                "features in $SQA_HOME/features (leave --features-cache out)")
@@ -186,7 +195,8 @@ def eval_command(
         check_head_states(head_obj, model)
     options = EvalOptions(split=split, model=model, decomposition=decomposition, k=k, backend=backend, folds=folds,
                           limit=limit, batch_size=batch_size, retrieval=retrieval, reader=reader, oracle=oracle,
-                          head=head_id or "", dataset=dataset_id, preset=chosen.name, protocol=protocol)
+                          head=head_id or "", dataset=dataset_id, preset=chosen.name, protocol=protocol,
+                          chat_template=template_id)
     tag = decomposition if retrieval else f"{decomposition}-noretrieval"
     if reader == "facts":
         tag = f"facts{'-oracle-' + oracle if oracle else ''}{'' if retrieval else '-noretrieval'}"
@@ -214,7 +224,7 @@ def eval_command(
             progress.update(tasks[0], completed=p.done, acc=acc)
 
         factory = reader_factory(chosen, model, idx, backend, k, head=head_obj, features_cache=features_cache,
-                                 base_url=base_url)
+                                 base_url=base_url, chat_template=chat_template)
         summary = run_eval(options, out_dir, factory, questions=questions, index_info=info, on_progress=on_progress)
     if summary.repaired_bytes:
         console.print(f"dropped a cut last line ({summary.repaired_bytes} bytes) of {out_dir}/traces.jsonl")

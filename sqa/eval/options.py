@@ -49,9 +49,10 @@ class EvalOptions:
     dataset: str = ""
     preset: str = ""
     protocol: str = ""  # the named question set (sqa.eval.protocols), recorded in run.json; not the identity
+    chat_template: str = ""  # "" (the model's own) or check_template_file's "file:<name>:<sha256 12 hex>"
 
     IDENTITY = ("split", "model", "decomposition", "k", "folds", "retrieval", "decision", "reader", "oracle", "head",
-                "dataset")
+                "dataset", "chat_template")
 
     def __post_init__(self):
         if (self.split == "custom") != bool(self.dataset):

@@ -126,6 +126,7 @@ def run_eval(
                     readouts = getattr(model, "readout_stats", None)  # a served model's yes/no read-out counts
                     cost = getattr(model, "cost", None)  # a served model's calls and tokens (sqa.models.served_cache)
                     _record_server(out_dir, getattr(model, "server_info", None))
+                    _record_model(out_dir, model)
                     for batch in _batches(group, options.batch_size):
                         clock = [time.perf_counter()]
                         written: list[dict] = []
@@ -236,6 +237,24 @@ def _record_cost(out_dir: Path, done: dict[str, dict]) -> None:
         return
     if recorded.get("cost") != total:
         recorded["cost"] = total
+        write_json_atomic(path, recorded)
+
+
+def _record_model(out_dir: Path, model) -> None:
+    """Add the model's name and ``capabilities`` (``sqa.types.ModelCapabilities.to_dict()``: hidden
+    states, endpoint, read-out, which chat template rendered its chat prompts, ...) to ``run.json``
+    as ``"model"``, as this session loaded it (not part of the run's identity)."""
+    caps = getattr(model, "capabilities", None)
+    if caps is None:
+        return
+    path = out_dir / RUN_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    info = {"name": getattr(model, "name", ""), "capabilities": caps.to_dict()}
+    if recorded.get("model") != info:
+        recorded["model"] = info
         write_json_atomic(path, recorded)
 
 

@@ -1,17 +1,35 @@
-"""Rendering a :class:`sqa.types.ChatPrompt` as ChatML, the chat template of Qwen2.5 (the shipped
-GGUF models), for llama.cpp, which is given text, not messages.
+"""Rendering a :class:`sqa.types.ChatPrompt` as text for a model that is given text (llama.cpp, or
+a server's ``/v1/completions``): in the model's own chat template, or ChatML.
 
-ChatML: each turn is ``<|im_start|>{role}\\n{content}<|im_end|>\\n``; the open assistant turn is
-``<|im_start|>assistant\\n`` followed by the reply so far. This is what Qwen2.5's own template
-(``tokenizer.apply_chat_template(..., add_generation_prompt=True)``) gives for a conversation that
-has a system message. Hugging Face models apply their own template instead (``sqa.models.hf``).
+- :class:`ChatTemplate`: a Jinja chat template (a GGUF file's ``tokenizer.chat_template``
+  metadata, or a ``--chat-template FILE``) rendered as Hugging Face transformers'
+  ``apply_chat_template`` renders it (and llama.cpp's server with ``--jinja``): jinja2's
+  ``ImmutableSandboxedEnvironment`` with ``trim_blocks`` and ``lstrip_blocks``, the
+  ``loopcontrols`` extension, ``raise_exception``, ``strftime_now`` and a ``tojson`` filter that
+  keeps non-ASCII text, ``bos_token`` / ``eos_token`` from the model, ``add_generation_prompt=True``;
+  the reply so far is appended to the opened assistant turn. Source: transformers
+  ``utils/chat_template_utils.py`` (``_compile_jinja_template``). ``source`` says where it came
+  from ("gguf", "file", "chatml"), as ``ModelCapabilities.chat_template`` records it.
+- A template that refuses a system message (Gemma's raise "System role not supported") gets the
+  system text merged into the first user turn (``system + "\\n\\n" + user``), as Gemma 3's own
+  template does.
+- ChatML (no template): each turn is ``<|im_start|>{role}\\n{content}<|im_end|>\\n``; the open
+  assistant turn is ``<|im_start|>assistant\\n`` followed by the reply so far. This is what
+  Qwen2.5's own template gives for a conversation that opens with a system message (every
+  ChatPrompt of the steps reader does), so the packaged GGUF models render the same either way.
+
+jinja2 is imported only when a template is rendered (the models extra installs it).
 """
 
 from __future__ import annotations
 
-from sqa.types import ChatPrompt, Prompt
+import json
+from pathlib import Path
+
+from sqa.types import BadInput, ChatPrompt, Prompt
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+TEMPLATE_SOURCES = ("gguf", "file", "chatml")
 
 
 def render_chatml(prompt: ChatPrompt) -> str:
@@ -23,3 +41,129 @@ def render_chatml(prompt: ChatPrompt) -> str:
 def as_chatml_text(prompt: Prompt) -> str:
     """Raw text stays as it is; a ChatPrompt is rendered as ChatML."""
     return prompt if isinstance(prompt, str) else render_chatml(prompt)
+
+
+class ChatTemplate:
+    """How a model renders ``ChatPrompt`` s: ``text`` (a Jinja chat template; None: ChatML),
+    ``source`` ("gguf" | "file" | "chatml"), the model's ``bos_token`` / ``eos_token`` text, and
+    ``where`` (the file or model it came from, for messages). Raises BadInput naming ``where``
+    for a template that does not compile, or that fails to render a prompt."""
+
+    def __init__(self, text: str | None = None, source: str = "chatml", *, bos_token: str = "", eos_token: str = "",
+                 where: str = ""):
+        if source not in TEMPLATE_SOURCES:
+            raise ValueError(f"unknown chat template source {source!r}")
+        self.text, self.source, self.where = text, source if text is not None else "chatml", where
+        self.bos_token, self.eos_token = bos_token, eos_token
+        self._compiled = _compile(text, where) if text is not None else None
+
+    def render(self, prompt: Prompt) -> str:
+        """Raw text as it is; a ChatPrompt in this template (the module doc), reply appended."""
+        if isinstance(prompt, str):
+            return prompt
+        if self._compiled is None:
+            return render_chatml(prompt)
+        messages = [{"role": r, "content": c} for r, c in prompt.messages]
+        try:
+            return self._render(messages) + prompt.reply
+        except BadInput:
+            if not (messages and messages[0]["role"] == "system" and len(messages) > 1
+                    and messages[1]["role"] == "user"):
+                raise
+        merged = [{"role": "user", "content": messages[0]["content"] + "\n\n" + messages[1]["content"]},
+                  *messages[2:]]
+        return self._render(merged) + prompt.reply
+
+    def _render(self, messages: list[dict]) -> str:
+        from jinja2.exceptions import TemplateError
+
+        try:
+            return self._compiled.render(messages=messages, add_generation_prompt=True, bos_token=self.bos_token,
+                                         eos_token=self.eos_token)
+        except TemplateError as e:
+            raise BadInput(f"{self.where}: its chat template failed to render a prompt ({e}); pass a working one "
+                           "with --chat-template FILE") from None
+
+
+def _compile(text: str, where: str):
+    """``text`` compiled in transformers' chat-template environment (the module doc)."""
+    from datetime import datetime
+
+    from jinja2 import ext
+    from jinja2.exceptions import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    try:
+        return env.from_string(text)
+    except TemplateError as e:
+        raise BadInput(f"{where}: not a Jinja chat template ({type(e).__name__}: {e}); pass a working one with "
+                       "--chat-template FILE") from None
+
+
+def read_template_file(path: str | Path) -> str:
+    """The Jinja text of a ``--chat-template`` FILE: the file itself, or the ``chat_template`` of a
+    Hugging Face ``tokenizer_config.json`` (a string, or the entry named "default" of a list).
+    Raises BadInput naming the file when it is missing, unreadable or holds no template."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: --chat-template file not found; give a Jinja chat template file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{path}: cannot read the --chat-template file ({type(e).__name__}); give a UTF-8 Jinja "
+                       "chat template file") from None
+    if path.suffix == ".json":
+        try:
+            t = json.loads(text).get("chat_template")
+        except (ValueError, AttributeError):
+            t = None
+        if isinstance(t, list):
+            t = next((x.get("template") for x in t if isinstance(x, dict) and x.get("name") == "default"), None)
+        if not isinstance(t, str):
+            raise BadInput(f"{path}: a JSON file without a chat_template string; give a Jinja chat template file "
+                           "or a tokenizer_config.json that has one")
+        text = t
+    if not text.strip():
+        raise BadInput(f"{path}: the --chat-template file is empty")
+    return text
+
+
+def gguf_chat_template(model, vocab, where: str, override: str | Path | None = None) -> ChatTemplate:
+    """The chat template of a GGUF model loaded by cyllama (``model``: its ``LlamaModel``,
+    ``vocab``: its vocabulary): ``override`` (a ``--chat-template`` file) if given, else the file's
+    ``tokenizer.chat_template`` metadata, else ChatML. ``bos_token`` / ``eos_token`` are the
+    vocabulary's special-token texts, as llama.cpp's server passes them. Raises BadInput as
+    :class:`ChatTemplate` and :func:`read_template_file` do."""
+    def piece(tok: int) -> str:
+        return vocab.token_to_piece(tok, special=True) if tok >= 0 else ""
+
+    tokens = {"bos_token": piece(vocab.token_bos()), "eos_token": piece(vocab.token_eos())}
+    if override is not None:
+        return ChatTemplate(read_template_file(override), "file", where=str(override), **tokens)
+    try:
+        text = model.meta_val_str("tokenizer.chat_template")
+    except ValueError:  # cyllama: no such metadata key
+        return ChatTemplate(where=where)
+    return ChatTemplate(text, "gguf", where=f"{where} (its tokenizer.chat_template)", **tokens) if text.strip() \
+        else ChatTemplate(where=where)
+
+
+def check_template_file(path: str | Path) -> str:
+    """Read and compile a ``--chat-template`` FILE before any model loads; returns its identity
+    ``"file:<name>:<12 hex of the sha256 of the template>"`` (recorded in ``run.json``). Raises
+    BadInput as :func:`read_template_file` and :class:`ChatTemplate` do."""
+    import hashlib
+
+    text = read_template_file(path)
+    ChatTemplate(text, "file", where=str(path))
+    return f"file:{Path(path).name}:{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"

@@ -59,10 +59,11 @@ class HFModel:
     """A transformers causal LM. ``model`` is a hub name or a directory; ``gguf_file`` names a GGUF
     file inside that directory (``from_pretrained(dir, gguf_file=...)``). ``device`` defaults to
     "cuda" when available, else "cpu"; dtype bfloat16 on CUDA, float32 on CPU. ``batch_size``
-    prompts per forward pass. Raises SqaError when the checkpoint cannot be found or loaded."""
+    prompts per forward pass. ``chat_template``: a Jinja file (``sqa.models.chat.read_template_file``)
+    used instead of the tokenizer's own. Raises SqaError when the checkpoint cannot be found or loaded."""
 
     def __init__(self, model: str, device: str | None = None, gguf_file: str | None = None, batch_size: int = 16,
-                 dtype: str | None = None):
+                 dtype: str | None = None, chat_template: str | Path | None = None):
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -86,10 +87,15 @@ class HFModel:
             raise SqaError(f"--model {model}: cannot load this Hugging Face checkpoint ({first}); pass a local "
                            "directory, a reachable hub name, a .gguf file or one of the built-in model names") from None
         self.model.eval()
+        if chat_template is not None:
+            from sqa.models.chat import read_template_file
+
+            self.tokenizer.chat_template = read_template_file(chat_template)
         self.hidden_size = getattr(self.model.config, "hidden_size", None)  # answer heads are checked against it
         self.capabilities = ModelCapabilities(
             hidden_states=True, hidden_size=self.hidden_size, endpoint="in-process", readout="logits",
-            chat_template="tokenizer" if getattr(self.tokenizer, "chat_template", None) else "chatml", prefill=True)
+            chat_template="file" if chat_template is not None else "tokenizer"
+            if getattr(self.tokenizer, "chat_template", None) else "chatml", prefill=True)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token

@@ -1,8 +1,8 @@
 """``LanguageModel`` on llama.cpp (CPU default) through the ``cyllama`` bindings.
 
 Why cyllama and not llama-cpp-python: only cyllama ships a prebuilt wheel (bench/results/notes.md).
-Prompts: raw text is read as it is; a ``ChatPrompt`` is rendered as ChatML, Qwen2.5's chat
-template (``sqa.models.chat``), which is what the shipped GGUF models were tuned on.
+Prompts: raw text is read as it is; a ``ChatPrompt`` in the file's own chat template (its
+``tokenizer.chat_template``), a ``chat_template`` file's, or ChatML without either (``sqa.models.chat``).
 
 Prefix reuse: the context keeps ``n_slots`` KV-cache sequences. Each prompt goes to the slot whose
 cached tokens share the longest prefix with it (llama.cpp server's slot scheme); only the tokens
@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sqa.models.chat import as_chatml_text
+from sqa.models.chat import gguf_chat_template
 from sqa.types import ModelCapabilities, Prompt, SqaError
 
 YES_WORDS = (" Yes", "Yes", " yes", "yes", " YES")
@@ -38,14 +38,14 @@ class LlamaCppModel:
     measurement (``ThreadTuner``): on a CPU shared with other jobs, llama.cpp's threads spin at
     every barrier while one of them is descheduled, and one thread generated 9x faster than two
     (measured here at load average 7: 4.6 vs 0.5 tokens/s), while on an idle machine two threads
-    are faster.
-    Raises SqaError when the file cannot be loaded.
+    are faster. ``chat_template``: a Jinja file rendering ``ChatPrompt`` s instead of the file's own.
+    Raises SqaError when the file cannot be loaded, BadInput for a chat template that does not work.
     """
 
     prefers_batches = False  # CPU: one prompt at a time, so the prefix cache stays warm
 
     def __init__(self, path: str | Path, name: str | None = None, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_slots: int = 2, n_batch: int = 512, n_threads_generate: int | str = "auto"):
+                 n_slots: int = 2, n_batch: int = 512, n_threads_generate: int | str = "auto", chat_template=None):
         try:
             from cyllama.llama import llama_cpp as L
         except ImportError:  # no models extra
@@ -68,6 +68,7 @@ class LlamaCppModel:
                            "when its file is deleted), or pick another --model") from None
         self.vocab = self.model.get_vocab()
         self.hidden_size = int(self.model.n_embd)  # floats per hidden state (answer heads are checked against it)
+        self.template = gguf_chat_template(self.model, self.vocab, str(self.path), chat_template)  # ChatPrompts
         n_threads = n_threads or len(os.sched_getaffinity(0))
         cp = L.LlamaContextParams()
         cp.n_ctx = n_ctx
@@ -79,12 +80,9 @@ class LlamaCppModel:
         cp.n_threads_batch = n_threads
         cp.no_perf = True
         self.ctx = L.LlamaContext(self.model, cp)
-        self.n_threads = n_threads
-        self._cur_threads = n_threads
-        if n_threads_generate == "auto":
-            self._tuner = ThreadTuner(sorted({1, max(1, n_threads // 2), n_threads}, reverse=True))
-        else:
-            self._tuner = ThreadTuner([int(n_threads_generate)])
+        self.n_threads = self._cur_threads = n_threads
+        self._tuner = ThreadTuner(sorted({1, max(1, n_threads // 2), n_threads}, reverse=True)
+                                  if n_threads_generate == "auto" else [int(n_threads_generate)])
         sp = L.LlamaSamplerChainParams()
         sp.no_perf = True
         self._greedy = L.LlamaSampler(sp)
@@ -98,7 +96,8 @@ class LlamaCppModel:
         self._yes_ids = self._first_token_ids(YES_WORDS)
         self._no_ids = self._first_token_ids(NO_WORDS)
         self.stats = {"prompt_tokens": 0, "cached_tokens": 0, "generated_tokens": 0}
-        self.capabilities = ModelCapabilities(hidden_states=True, hidden_size=self.hidden_size, prefix_cache=True)
+        self.capabilities = ModelCapabilities(hidden_states=True, hidden_size=self.hidden_size, prefix_cache=True,
+                                              chat_template=self.template.source)
 
     # -- tokens -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
@@ -193,7 +192,7 @@ class LlamaCppModel:
         return [self._generate_one(p, max_tokens, stop) for p in prompts]
 
     def _generate_one(self, prompt: Prompt, max_tokens: int, stop: Sequence[str]) -> str:
-        tokens = self.tokenize(as_chatml_text(prompt))
+        tokens = self.tokenize(self.template.render(prompt))
         slot, pos = self._prepare(tokens)
         out = b""
         text = ""
@@ -227,7 +226,7 @@ class LlamaCppModel:
         (likewise for No). In [0, 1]."""
         out = []
         for p in prompts:
-            self._prepare(self.tokenize(as_chatml_text(p)))
+            self._prepare(self.tokenize(self.template.render(p)))
             out.append(_yes_share(self._last_logits(), self._yes_ids, self._no_ids))
         return out
 
@@ -241,7 +240,7 @@ class LlamaCppModel:
         the prompt is in the KV cache)."""
         out = []
         for p in prompts:
-            tokens = self.tokenize(as_chatml_text(p))
+            tokens = self.tokenize(self.template.render(p))
             self.ctx.set_embeddings_mode(True)
             try:
                 self._prepare(tokens)

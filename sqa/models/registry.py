@@ -273,15 +273,21 @@ def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
 
 
 def load_model(model: str = DEFAULT_MODEL, *, n_ctx: int = 4096, n_threads: int | None = None,
-               device: str | None = None, base_url: str | None = None) -> LanguageModel:
+               device: str | None = None, base_url: str | None = None,
+               chat_template: str | Path | None = None) -> LanguageModel:
     """Load a ``LanguageModel`` by name (see module doc): ``openai:NAME`` on the server at
     ``base_url`` (``sqa.models.openai.OpenAIModel``; default ``$OPENAI_BASE_URL``), GGUF
     names/paths on llama.cpp (CPU, ``sqa.models.llamacpp.LlamaCppModel``), anything else with
-    transformers (``sqa.models.hf.HFModel``; torch is imported only then). Raises SqaError when the
-    model cannot be found or loaded, or for a ``base_url`` with a model that is not served."""
+    transformers (``sqa.models.hf.HFModel``; torch is imported only then). ``chat_template``: a
+    Jinja file that renders ``ChatPrompt`` s instead of the model's own template (``--chat-template``;
+    in-process models only). Raises SqaError when the model cannot be found or loaded, or for a
+    ``base_url`` or ``chat_template`` with a model they do not go with."""
     if not model or not model.strip():
         raise SqaError(f"empty --model; use one of {', '.join(MODELS)}, a .gguf path, openai:NAME or a Hugging Face name/path")
     if is_served(model):
+        if chat_template is not None:
+            raise SqaError(f"--chat-template goes with an in-process model (.gguf or Hugging Face), not {model}: a "
+                           "served model's template is the server's")
         from sqa.models.openai import OpenAIModel, served_name
 
         return OpenAIModel(served_name(model), base_url=base_url)
@@ -291,7 +297,8 @@ def load_model(model: str = DEFAULT_MODEL, *, n_ctx: int = 4096, n_threads: int 
     if gguf is not None:
         from sqa.models.llamacpp import LlamaCppModel
 
-        return LlamaCppModel(gguf, name=model if model in MODELS else gguf.name, n_ctx=n_ctx, n_threads=n_threads)
+        return LlamaCppModel(gguf, name=model if model in MODELS else gguf.name, n_ctx=n_ctx, n_threads=n_threads,
+                             chat_template=chat_template)
     from sqa.models.hf import HFModel
 
-    return HFModel(model, device=device)
+    return HFModel(model, device=device, chat_template=chat_template)
