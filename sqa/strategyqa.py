@@ -50,6 +50,11 @@ def load_json(path: str | Path):
         raise SqaError(f"{path}: file not found; check the path (the package ships its data in {DATA_DIR})") from None
     except json.JSONDecodeError as e:
         raise SqaError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix or re-download the file") from None
+    except RecursionError:  # thousands of nested brackets (issue 41 item 10)
+        raise SqaError(f"{path}: JSON nested too deeply (arrays/objects inside each other thousands of times); "
+                       "fix or re-download the file") from None
+    except (lzma.LZMAError, EOFError) as e:  # a damaged or cut .xz / .gz file
+        raise SqaError(f"{path}: not a readable compressed file ({e or type(e).__name__}); re-download it") from None
 
 
 def _question(d: dict) -> Question:
@@ -176,6 +181,8 @@ def load_dataset_file(path: str | Path, strict: bool = False, skipped: list | No
                             rows.append(json.loads(line))
                         except json.JSONDecodeError as e:
                             raise SqaError(f"{path}:{n}: not valid JSON ({e.msg}); fix the line") from None
+                        except RecursionError:
+                            raise SqaError(f"{path}:{n}: JSON nested too deeply; fix the line") from None
         except FileNotFoundError:
             raise SqaError(f"{path}: file not found") from None
         except (OSError, UnicodeDecodeError) as e:

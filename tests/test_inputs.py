@@ -161,3 +161,13 @@ def test_score_names_the_option_as_it_is_spelled(tmp_path, capsys):
     p.write_text(json.dumps({q.qid: {"answer": True, "decomposition": [], "paragraphs": []}}), encoding="utf-8")
     assert main(["eval", "score", str(p), "--split", "dev"]) == 2
     assert "sqa eval score --allow-missing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["eval", "score"], ["eval", "--reader", "steps", "--dataset"]])
+def test_a_deeply_nested_json_file_is_one_line_naming_it(args, tmp_path):
+    """Issue 41 item 10: 100,000 nested brackets in a predictions file gave `sqa eval score` a
+    RecursionError traceback (exit 1) on 0cf7775; a --dataset file the same."""
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    line = one_error_line(run_sqa(args + [str(deep)], env={"SQA_HOME": str(tmp_path)}, timeout=120, cwd=tmp_path))
+    assert str(deep) in line and "nested too deeply" in line

@@ -66,6 +66,9 @@ def load_predictions(path: str | Path) -> dict[str, dict]:
         raise SqaError(f"{path}: not UTF-8 text (byte {e.start:,}); a predictions file is UTF-8 JSON") from None
     except json.JSONDecodeError as e:
         raise SqaError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    except RecursionError:  # issue 41 item 10: thousands of nested brackets
+        raise SqaError(f"{path}: nested too deeply to be a predictions file (JSON arrays/objects inside each other "
+                       "thousands of times); a predictions file is {qid: {answer, decomposition, paragraphs}}") from None
     return validate_predictions(data, str(path))
 
 
