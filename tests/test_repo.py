@@ -123,12 +123,16 @@ def test_results_table_reads_a_presets_out_of_fold_run_when_one_is_recorded(tmp_
     rows = {r[0]: r for r in res.preset_rows()}
     oof_missing = not (res.RESULTS / "runs" / "train2290-facts-oof" / "metrics.json").exists()
     assert rows["`--preset facts`"][1] == "0.664 (0.603–0.725)"  # runs/dev229-facts-h2055, n = 229
+    # issue 41 item 8: the dev row says how dev was answered
+    assert rows["`--preset facts`"][2] == "held-out head" and rows["`--preset steps`"][2] == "zero-shot"
+    assert res.answering({"reader": "facts", "head": "out-of-fold, 5 term-grouped folds (facts head)",
+                          "split": "dev"}) == "cross-fitted"
     if oof_missing:
-        assert rows["`--preset facts`"][2] == "—"
+        assert rows["`--preset facts`"][3] == "—"
     run = tmp_path / "runs" / "train2290-facts-oof"
     run.mkdir(parents=True)
     (run / "metrics.json").write_text('{"Accuracy": 0.65, "n": 2290}', encoding="utf-8")
     monkeypatch.setattr(res, "RESULTS", tmp_path)
     rows = {r[0]: r for r in res.preset_rows()}
-    assert rows["`--preset facts`"][2] == "0.650 (0.630–0.670)"
-    assert rows["`--preset no-retrieval`"][2] == "—"
+    assert rows["`--preset facts`"][3] == "0.650 (0.630–0.670)"
+    assert rows["`--preset no-retrieval`"][3] == "—"
