@@ -202,3 +202,27 @@ def test_the_packaged_qwen_gguf_renders_the_steps_readers_prompts_with_its_own_t
     for p in (question_prompt(demos, "Could a llama birth twice during the Vietnam War?"),
               question_prompt(demos, "Is the sun a star?", decompose=False).extend("Answer:"), PROMPT):
         assert m.template.render(p) == render_chatml(p)
+
+
+def test_the_transformers_reader_takes_a_template_file_and_merges_a_refused_system_turn(tmp_path):
+    """A Hugging Face checkpoint (the tiny one of tests/tiny_hf.py) with Gemma-2's template, which
+    refuses the system role: the steps reader's prompts render with the system text in the first
+    user turn, as transformers renders those merged messages; a template failing otherwise is one line."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tiny_hf import build_tiny_checkpoint
+
+    from sqa.models.hf import HFModel
+
+    d = build_tiny_checkpoint(tmp_path / "tiny-qwen2")
+    f = tmp_path / "gemma.jinja"
+    f.write_text(GEMMA2, encoding="utf-8")
+    m = HFModel(str(d), device="cpu", chat_template=f)
+    assert m.capabilities.chat_template == "file"
+    merged = [("user", PROMPT.messages[0][1] + "\n\n" + PROMPT.messages[1][1]), *PROMPT.messages[2:]]
+    bos = m.tokenizer.bos_token or ""
+    assert m.render(PROMPT) == hf_reference(GEMMA2, bos, m.tokenizer.eos_token, merged) + PROMPT.reply
+    assert 0.0 <= m.yes_probability([PROMPT])[0] <= 1.0
+    f.write_text("{{ raise_exception('only tools') }}", encoding="utf-8")
+    with pytest.raises(BadInput, match=r"tiny-qwen2: its chat template failed to render a prompt \(only tools\)"):
+        HFModel(str(d), device="cpu", chat_template=f).render(PROMPT)

@@ -67,11 +67,9 @@ class ChatTemplate:
         try:
             return self._render(messages) + prompt.reply
         except BadInput:
-            if not (messages and messages[0]["role"] == "system" and len(messages) > 1
-                    and messages[1]["role"] == "user"):
+            merged = merge_system(messages)
+            if merged is None:
                 raise
-        merged = [{"role": "user", "content": messages[0]["content"] + "\n\n" + messages[1]["content"]},
-                  *messages[2:]]
         return self._render(merged) + prompt.reply
 
     def _render(self, messages: list[dict]) -> str:
@@ -83,6 +81,16 @@ class ChatTemplate:
         except TemplateError as e:
             raise BadInput(f"{self.where}: its chat template failed to render a prompt ({e}); pass a working one "
                            "with --chat-template FILE") from None
+
+
+def merge_system(messages: list[dict]) -> list[dict] | None:
+    """``messages`` (``{"role", "content"}`` dicts) with a leading system message merged into the
+    first user turn (``system + "\n\n" + user``), for a template that refuses the system role
+    (Gemma-2's; Gemma 3's own template merges it the same way); None when there is no system message
+    followed by a user turn to merge."""
+    if len(messages) < 2 or messages[0]["role"] != "system" or messages[1]["role"] != "user":
+        return None
+    return [{"role": "user", "content": messages[0]["content"] + "\n\n" + messages[1]["content"]}, *messages[2:]]
 
 
 def _compile(text: str, where: str):

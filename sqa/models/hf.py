@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from sqa.models.llamacpp import NO_WORDS, YES_WORDS
 from sqa.models.chat import render_chatml
-from sqa.types import ChatPrompt, ModelCapabilities, Prompt, SqaError
+from sqa.types import BadInput, ChatPrompt, ModelCapabilities, Prompt, SqaError
 
 if TYPE_CHECKING:  # numpy is imported with torch, at use
     import numpy as np
@@ -124,13 +124,27 @@ class HFModel:
 
     def render(self, prompt: Prompt) -> str:
         """The text fed to the tokenizer: raw text as it is; a ChatPrompt in this checkpoint's chat
-        template (ChatML when it has none), its reply appended to the opened assistant turn."""
+        template (ChatML when it has none), its reply appended to the opened assistant turn. A
+        template that refuses the system role (Gemma-2) gets it in the first user turn
+        (``sqa.models.chat.merge_system``). Raises BadInput when the template fails otherwise."""
+        from jinja2.exceptions import TemplateError
+
+        from sqa.models.chat import merge_system
+
         if not isinstance(prompt, ChatPrompt):
             return prompt
         if not getattr(self.tokenizer, "chat_template", None):
             return render_chatml(prompt)
         msgs = [{"role": r, "content": c} for r, c in prompt.messages]
-        return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + prompt.reply
+        for attempt in (msgs, merge_system(msgs)):
+            try:
+                return self.tokenizer.apply_chat_template(attempt, tokenize=False, add_generation_prompt=True) \
+                    + prompt.reply
+            except TemplateError as e:
+                if attempt is msgs and merge_system(msgs) is not None:
+                    continue
+                raise BadInput(f"--model {self.name}: its chat template failed to render a prompt ({e}); pass a "
+                               "working one with --chat-template FILE") from None
 
     def _encode(self, prompts: Sequence[str]):
         enc = self.tokenizer([self.render(p) for p in prompts], return_tensors="pt", padding=True,
