@@ -297,7 +297,7 @@ def test_ask_through_llama_server_matches_in_process(llama_server, gold_index):
     q = "Is the sun a star?"
     args = ["ask", q, "--preset", "steps", "--json", "--index-dir", gold_index.index_dir]
     local = run_sqa(args + ["--model", MODEL])
-    served = run_sqa(args + ["--model", f"openai:{MODEL}", "--base-url", llama_server], env={"OPENAI_API_KEY": KEY})
+    served = run_sqa(args + ["--model", f"openai:{MODEL}", "--base-url", llama_server], env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_TIMEOUT": "600"})
     assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
     a, b = json.loads(local.stdout), json.loads(served.stdout)
     assert a["answer"] == b["answer"]
@@ -312,7 +312,7 @@ def test_eval_dev20_through_llama_server_matches_in_process(llama_server, gold_i
     base = ["eval", "--preset", "steps", "--split", "dev", "--limit", "20", "--index-dir", gold_index.index_dir]
     local = run_sqa(base + ["--model", MODEL, "--out", tmp_path / "local"], timeout=1800)
     served = run_sqa(base + ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--out", tmp_path / "served"],
-                     env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1"}, timeout=1800)
+                     env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1", "SQA_OPENAI_TIMEOUT": "600"}, timeout=1800)
     assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
 
     def traces(d):
@@ -335,7 +335,7 @@ def test_train_run_through_llama_server_writes_log_odds_heads_that_ask_uses(llam
     """``sqa eval --split train --limit 30 --model openai:NAME``: the out-of-fold run through the
     served model writes log-odds-only heads (the server returns no hidden states) filed under the
     served name, and ``sqa ask --model openai:NAME`` then answers with them; the key is in no file."""
-    env = {"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1", "SQA_HOME": str(tmp_path / "home")}
+    env = {"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1", "SQA_OPENAI_TIMEOUT": "600", "SQA_HOME": str(tmp_path / "home")}
     served = ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--index-dir", gold_index.index_dir]
     r = run_sqa(["eval", "--split", "train", "--limit", "30", "--out", tmp_path / "run", *served], env=env,
                 timeout=1800)

@@ -219,6 +219,10 @@ def eval_command(
 
         def on_progress(p) -> None:
             acc = f"acc {p.accuracy:.3f} ({p.correct}/{p.scored})" if p.accuracy is not None else ""
+            if p.cost:  # a served model: calls sent / from the response cache, tokens (sqa.models.served_cache)
+                c = p.cost
+                acc += (f"  calls {c['calls_sent']:,} (+{c['calls_cached']:,} cached), "
+                        f"{(c['prompt_tokens'] + c['completion_tokens']) / 1000:.1f}k tok")
             if not tasks:  # start at what earlier sessions did, so the rate counts this session only
                 tasks.append(progress.add_task(split, total=p.total, completed=p.done, acc=acc))
             progress.update(tasks[0], completed=p.done, acc=acc)

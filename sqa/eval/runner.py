@@ -38,13 +38,15 @@ from sqa.types import BatchReader, Question, SqaError
 @dataclass
 class EvalProgress:
     """Progress of a run: ``done`` of ``total`` questions answered (``new`` in this session);
-    ``correct`` of ``scored`` labelled ones right."""
+    ``correct`` of ``scored`` labelled ones right; ``cost``: a served model's calls and tokens in
+    this session (``sqa.models.served_cache.Cost.to_dict()``), None for others."""
 
     done: int
     total: int
     new: int
     correct: int
     scored: int
+    cost: dict | None = None
 
     @property
     def accuracy(self) -> float | None:
@@ -162,6 +164,7 @@ def run_eval(
                                     stats.correct += int(bool(rec["answer"]) == q.answer)
                                 stats.done += 1
                                 stats.new += 1
+                                stats.cost = cost.to_dict() if cost is not None else None
                             if on_progress:
                                 on_progress(stats)
 

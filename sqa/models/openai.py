@@ -33,8 +33,8 @@ in ``server_info``; responses are cached under it (``sqa.models.served_cache``),
 whose ``model`` field names another model stops the run unless ``allow_model_alias``.
 
 Concurrency: each server gets ``$SQA_OPENAI_CONCURRENCY`` slots when set, else it is measured at
-load: 4 requests at once taking over 2.2x one request means the server runs them one at a time
-(llama-cpp-python's server) and it gets 1 slot, else 8. ``capabilities.concurrency`` is the total
+load: 3 requests at once taking over 2.2x one request means the server runs them one at a time
+(llama-cpp-python's server) and it gets 1 slot, else 8 (3 requests at once vs one, all servers at once). ``capabilities.concurrency`` is the total
 and ``prefers_batches`` is True when it is over 1: the steps reader then runs that many questions
 in lockstep (one at a time where every server runs one request at a time), each lockstep batch
 written when done; a server lost mid-run costs at most that many unwritten answers, whose
@@ -127,8 +127,13 @@ class OpenAIModel(LoadProbes):
         self.readout = "top_logprobs" if self.top_logprobs else "generation"
         self.prefill = self._probe_prefill() if self.endpoint == "chat" else "completions-text"
         self.fingerprint = self._fingerprint()
-        for s in self.servers:
-            s.concurrency = int(fixed) if fixed else self._measure_concurrency(s)
+        if fixed:
+            for s in self.servers:
+                s.concurrency = int(fixed)
+        else:  # measured on every server at once
+            with ThreadPoolExecutor(len(self.servers)) as ex:
+                for s, n in zip(self.servers, ex.map(self._measure_concurrency, self.servers)):
+                    s.concurrency = n
         self.concurrency = sum(s.concurrency for s in self.servers)
         # the steps reader runs as many questions in lockstep as there are slots (one at a time where
         # every server runs one request at a time), so a lost server costs at most that many unwritten
