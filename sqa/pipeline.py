@@ -21,22 +21,24 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from sqa.presets import Preset
-from sqa.types import LanguageModel, Question, Retriever, SearchBackend, SqaError
+from sqa.types import IndexNotFound, LanguageModel, Question, Retriever, SearchBackend, SqaError
 
 RETRIEVERS = ("step", "official", "backend")
 OLD_RETRIEVER_NAMES = {"ours": "step"}  # the step retriever was called "ours" before issue 33
 
 
-def open_index(index_dir: str | Path, backend: str = "embedded") -> SearchBackend:
-    """The search backend of ``index_dir`` (``sqa.indexing.open_backend``). Raises SqaError when
-    there is no embedded index there (saying how to build one), or what ``open_backend`` raises."""
+def open_index(index_dir: str | Path, backend: str = "embedded", create: bool = False, **options) -> SearchBackend:
+    """The search backend of ``index_dir`` (``sqa.indexing.open_backend``; ``create``: a new or
+    resumed one to build into, ``options`` its settings). Raises :class:`sqa.types.IndexNotFound`
+    when there is no embedded index there to search (saying how to build one), or what
+    ``open_backend`` raises."""
     from sqa.indexing import open_backend
 
     idx = Path(index_dir)
-    if backend == "embedded" and not (idx / "meta.json").exists():
-        raise SqaError(f"{idx}: no index here; build one with `sqa index --preset mini --index-dir {idx}` "
-                       "or pass --index-dir")
-    return open_backend(idx, backend)
+    if backend == "embedded" and not create and not (idx / "meta.json").exists():
+        raise IndexNotFound(f"{idx}: no index here; build one with `sqa index --preset mini --index-dir {idx}` "
+                            "or pass --index-dir")
+    return open_backend(idx, backend, create=create, **options)
 
 
 def index_info(index_dir: str | Path, backend: str = "embedded") -> dict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqa.types import SqaError
+from sqa.types import BadInput
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,9 @@ def get_preset(name: str, for_ask: bool = False) -> Preset:
     oracle preset, which needs a question's annotations)."""
     p = PRESETS.get(name)
     if p is None:
-        raise SqaError(f"unknown preset {name!r}; use one of {', '.join(PRESETS)}")
+        raise BadInput(f"unknown preset {name!r}; use one of {', '.join(PRESETS)}")
     if for_ask and not p.ask:
-        raise SqaError(f"--preset {name} shows a question's annotations, which `sqa ask` does not have; use it with "
+        raise BadInput(f"--preset {name} shows a question's annotations, which `sqa ask` does not have; use it with "
                        "`sqa eval` on a labelled split")
     return p
 

@@ -16,7 +16,7 @@ import lzma
 from functools import lru_cache
 from pathlib import Path
 
-from sqa.types import Question, SqaError
+from sqa.types import BadInput, Question
 
 DATA_DIR = Path(__file__).resolve().parent / "_data"
 STRATEGYQA_DIR = DATA_DIR / "strategyqa"
@@ -47,14 +47,14 @@ def load_json(path: str | Path):
         with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (Windows editors) is read past
             return json.load(f)
     except FileNotFoundError:
-        raise SqaError(f"{path}: file not found; check the path (the package ships its data in {DATA_DIR})") from None
+        raise BadInput(f"{path}: file not found; check the path (the package ships its data in {DATA_DIR})") from None
     except json.JSONDecodeError as e:
-        raise SqaError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix or re-download the file") from None
+        raise BadInput(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix or re-download the file") from None
     except RecursionError:  # thousands of nested brackets (issue 41 item 10)
-        raise SqaError(f"{path}: JSON nested too deeply (arrays/objects inside each other thousands of times); "
+        raise BadInput(f"{path}: JSON nested too deeply (arrays/objects inside each other thousands of times); "
                        "fix or re-download the file") from None
     except (lzma.LZMAError, EOFError) as e:  # a damaged or cut .xz / .gz file
-        raise SqaError(f"{path}: not a readable compressed file ({e or type(e).__name__}); re-download it") from None
+        raise BadInput(f"{path}: not a readable compressed file ({e or type(e).__name__}); re-download it") from None
 
 
 def _question(d: dict) -> Question:
@@ -96,7 +96,7 @@ def load_questions(split: str = "dev") -> list[Question]:
     if split in ("dev", "train-2061"):
         by_id = {q.qid: q for q in _train()}
         return [by_id[qid] for qid in split_qids()["dev" if split == "dev" else "train"]]
-    raise SqaError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+    raise BadInput(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
 
 
 # the longest StrategyQA question (train + test) has 135 characters; a question past this cannot
@@ -162,12 +162,12 @@ def load_dataset_file(path: str | Path, strict: bool = False, skipped: list | No
         try:
             import datasets
         except ImportError:
-            raise SqaError(f"{path}: a dataset directory is read with the `datasets` package (pip install 'sqa[hf]'); "
+            raise BadInput(f"{path}: a dataset directory is read with the `datasets` package (pip install 'sqa[hf]'); "
                            "or pass a .json / .jsonl file") from None
         try:
             dd = datasets.load_dataset(str(path))
         except Exception as e:  # datasets raises many kinds for an unreadable directory
-            raise SqaError(f"{path}: datasets.load_dataset could not read this directory ({type(e).__name__}: "
+            raise BadInput(f"{path}: datasets.load_dataset could not read this directory ({type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else ''})") from None
         split = next(iter(dd))
         rows = [dict(r) for r in dd[split]]
@@ -180,19 +180,19 @@ def load_dataset_file(path: str | Path, strict: bool = False, skipped: list | No
                         try:
                             rows.append(json.loads(line))
                         except json.JSONDecodeError as e:
-                            raise SqaError(f"{path}:{n}: not valid JSON ({e.msg}); fix the line") from None
+                            raise BadInput(f"{path}:{n}: not valid JSON ({e.msg}); fix the line") from None
                         except RecursionError:
-                            raise SqaError(f"{path}:{n}: JSON nested too deeply; fix the line") from None
+                            raise BadInput(f"{path}:{n}: JSON nested too deeply; fix the line") from None
         except FileNotFoundError:
-            raise SqaError(f"{path}: file not found") from None
+            raise BadInput(f"{path}: file not found") from None
         except (OSError, UnicodeDecodeError) as e:
-            raise SqaError(f"{path}: cannot read ({e})") from None
+            raise BadInput(f"{path}: cannot read ({e})") from None
     else:
         rows = load_json(path)
         if isinstance(rows, dict) and isinstance(rows.get("data"), list):
             rows = rows["data"]
     if not isinstance(rows, list) or not rows:
-        raise SqaError(f"{path}: expected a non-empty list of questions (objects with qid and question)")
+        raise BadInput(f"{path}: expected a non-empty list of questions (objects with qid and question)")
     out, seen = [], set()
     skipped = skipped if skipped is not None else []
     for i, d in enumerate(rows):
@@ -202,14 +202,14 @@ def load_dataset_file(path: str | Path, strict: bool = False, skipped: list | No
         if problem is not None:
             qid = d.get("qid") if isinstance(d, dict) and isinstance(d.get("qid"), str) else None
             if strict:
-                raise SqaError(f"{path}: entry {i + 1}{f' ({qid})' if qid else ''}: {problem} (--strict)")
+                raise BadInput(f"{path}: entry {i + 1}{f' ({qid})' if qid else ''}: {problem} (--strict)")
             skipped.append((i + 1, qid, problem))
             continue
         seen.add(d["qid"])
         out.append(_question(d))
     if not out:
         first = skipped[0] if skipped else None
-        raise SqaError(f"{path}: none of its {len(rows):,} entries is a usable question"
+        raise BadInput(f"{path}: none of its {len(rows):,} entries is a usable question"
                        + (f" (entry {first[0]}: {first[2]})" if first else ""))
     return out
 

@@ -108,7 +108,18 @@ class Hit:
 
     @property
     def evidence_id(self) -> str:
+        """The paragraph's evidence ID (``"Title-N"``)."""
         return self.paragraph.evidence_id
+
+    @property
+    def title(self) -> str:
+        """The paragraph's article title."""
+        return self.paragraph.title
+
+    @property
+    def text(self) -> str:
+        """The paragraph's text."""
+        return self.paragraph.text
 
 
 @runtime_checkable

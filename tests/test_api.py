@@ -61,3 +61,143 @@ def test_the_retired_train_head_is_hidden_from_help_and_features_import_is_liste
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "features" in out and "train-head" not in out
+
+
+# the public API, held as httpx's tests/test_exported_members.py holds its own: adding or removing a
+# name is a decision, made here
+EXPORTED = ["Answer", "BadInput", "Fact", "HeadNotFound", "Hit", "Index", "IndexNotFound", "ModelNotFound",
+            "Paragraph", "Question", "Reader", "Run", "ServerError", "ServerLost", "SqaError", "SqaWarning",
+            "StoreMismatch", "__version__", "compare", "evaluate", "load_questions", "score"]
+
+
+def test_exported_members_are_the_curated_list_and_each_is_documented():
+    import inspect
+
+    import sqa
+
+    assert sorted(sqa.__all__) == sorted(EXPORTED)
+    for name in sqa.__all__:
+        if name == "__version__":
+            continue
+        obj = getattr(sqa, name)
+        doc = inspect.getdoc(obj) or ""
+        assert len(doc) > 40, f"sqa.{name} needs a docstring"
+        if inspect.isfunction(obj):  # functions say what they return and raise
+            assert "Raise" in doc or "raise" in doc, f"sqa.{name}: say what it raises"
+    for name in ("Index", "Reader"):
+        for attr, member in vars(getattr(sqa, name)).items():
+            if not attr.startswith("_") and callable(getattr(member, "__func__", member)):
+                assert inspect.getdoc(getattr(getattr(sqa, name), attr)), f"sqa.{name}.{attr} needs a docstring"
+    assert set(dir(sqa)) >= set(EXPORTED)
+    with pytest.raises(AttributeError):
+        sqa.nothing_like_this  # noqa: B018
+
+
+def test_import_sqa_is_fast_and_loads_no_engine_or_runtime():
+    import subprocess
+    import sys
+
+    code = ("import sys, sqa; import sqa.api; bad = [m for m in ('torch', 'tantivy', 'llama_cpp', 'numpy', 'rich', "
+            "'openai', 'sklearn') if m in sys.modules]; print(bad)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_index_build_is_resumable_searches_and_gets(tmp_path, capsys):
+    import json
+
+    import sqa
+    from helpers import real_lines
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(real_lines(300)) + "\n", encoding="utf-8")
+    seen = []
+    index = sqa.Index.build(corpus=[corpus], path=tmp_path / "idx", progress=seen.append)
+    assert seen and seen[-1].indexed == 300 and len(index) == 300
+    title = json.loads(real_lines(1)[0])["title"]
+    hits = index.search(title, k=3)
+    assert [h.rank for h in hits] == [1, 2, 3] and hits[0].score >= hits[1].score
+    assert hits[0].title == title and hits[0].evidence_id.startswith(title) and hits[0].text
+    assert [p.evidence_id for p in index.get([hits[1].evidence_id, "No such-1"])] == [hits[1].evidence_id]
+    index.close()
+    seen.clear()
+    with sqa.Index.build(corpus=[corpus], path=tmp_path / "idx", progress=seen.append) as again:  # a no-op
+        assert len(again) == 300 and seen == []
+    with pytest.raises(sqa.BadInput):
+        again.search("   ")
+    with pytest.raises(sqa.IndexNotFound, match="no index here"):
+        sqa.Index(tmp_path / "nothing")
+    with pytest.raises(sqa.BadInput, match="unknown corpus"):
+        sqa.Index.build(corpus="tiny", path=tmp_path / "x")
+
+
+def test_reader_asks_and_evaluate_writes_a_resumable_run(tmp_path, gold_index):
+    """The steps preset over the gold index with a scripted model: ask, ask_many, evaluate on 3 dev
+    questions into a run folder, the same call again answers nothing new; score agrees."""
+    import sqa
+    from helpers import ScriptedModel
+
+    model = ScriptedModel(["Who founded #0 Apple?", "When was #1 born?", "Is #2 before 1960?"])
+    reader = sqa.Reader(preset="steps", model=model, index=gold_index.index_dir)
+    assert not reader.loaded
+    a = reader.ask("Did Aristotle use a laptop?")
+    assert isinstance(a, sqa.Answer) and reader.loaded
+    assert a.answer == (a.p_yes >= 0.5) and a.confidence == max(a.p_yes, 1 - a.p_yes) and len(a.steps) == 3
+    assert [s.answer for s in a.steps][:2] == ["ANSWER1", "ANSWER2"] and a.model == "scripted"
+    assert a.to_dict()["question"] == "Did Aristotle use a laptop?" and a.paragraphs
+    many = reader.ask_many(["Is the sun a star?", "Can a goldfish drive?"], batch_size=1)
+    assert [x.question for x in many] == ["Is the sun a star?", "Can a goldfish drive?"]
+    progress = []
+    run = sqa.evaluate(reader, split="dev", limit=3, out=tmp_path / "run", progress=progress.append)
+    assert run.complete and run.done == run.new == 3 and progress[-1].done == 3
+    assert set(run.predictions) == {q.qid for q in sqa.load_questions("dev", limit=3)}
+    assert run.metrics["n"] == 3 and 0 <= run.metrics["Accuracy"] <= 1
+    assert sqa.score(run, "dev", allow_missing=True)["Accuracy"] == pytest.approx(run.metrics["Accuracy"])
+    again = sqa.evaluate(reader, split="dev", limit=3, out=tmp_path / "run")
+    assert again.new == 0 and again.predictions == run.predictions
+    with pytest.raises(sqa.SqaError, match="other options"):  # another run's folder is refused, nothing lost
+        sqa.evaluate(sqa.Reader(preset="steps", model=model, index=gold_index.index_dir, k=5), split="dev", limit=3,
+                     out=tmp_path / "run")
+    with pytest.raises(sqa.BadInput, match="unknown preset"):
+        sqa.Reader(preset="nope")
+    with pytest.raises(sqa.BadInput, match="empty question"):
+        reader.ask(" ")
+    reader.close()
+
+
+def test_load_questions_and_score_take_splits_files_and_runs(tmp_path):
+    import json
+
+    import sqa
+
+    dev = sqa.load_questions("dev")
+    assert len(dev) == 229 and all(isinstance(q.answer, bool) for q in dev)
+    f = tmp_path / "mine.json"
+    f.write_text(json.dumps([{"qid": q.qid, "question": q.question, "answer": q.answer} for q in dev[:4]]))
+    assert [q.qid for q in sqa.load_questions(f)] == [q.qid for q in dev[:4]]
+    assert len(sqa.load_questions("train", limit=7)) == 7
+    with pytest.raises(sqa.BadInput, match="unknown split"):
+        sqa.load_questions("devv")
+    preds = {q.qid: {"answer": not q.answer} for q in dev}
+    assert sqa.score(preds)["Accuracy"] == 0.0 and sqa.score(preds)["split"] == "dev"
+    with pytest.raises(sqa.BadInput, match="not StrategyQA questions"):
+        sqa.score({"nope": {"answer": True}})
+    with pytest.raises(sqa.BadInput, match="no public labels"):
+        sqa.score({q.qid: {"answer": True} for q in sqa.load_questions("test")[:3]}, "test")
+
+
+def test_errors_are_the_subclass_a_caller_can_act_on(tmp_path):
+    import sqa
+    from sqa.models.registry import resolve_gguf
+
+    with pytest.raises(sqa.ModelNotFound, match="not a built-in model"):
+        resolve_gguf("no-such-model")
+    with pytest.raises(sqa.ModelNotFound, match="not found"):
+        resolve_gguf(str(tmp_path / "gone.gguf"))
+    with pytest.raises(sqa.BadInput, match="file not found"):
+        sqa.load_questions(tmp_path / "none.json")
+    with pytest.raises(sqa.BadInput, match="corpus file not found"):
+        sqa.Index.build(corpus=[tmp_path / "none.jsonl"], path=tmp_path / "idx")
+    assert issubclass(sqa.ServerLost, sqa.ServerError) and all(
+        issubclass(getattr(sqa, n), sqa.SqaError) for n in ("BadInput", "IndexNotFound", "ModelNotFound",
+                                                             "HeadNotFound", "StoreMismatch", "ServerError"))

@@ -17,7 +17,7 @@ SQA = ROOT / "sqa"
 
 # stage rank: a module may import only modules of its own rank or lower; composition (pipeline,
 # cli) may import anything. Base modules are the shared vocabulary every stage may use.
-BASE = {"sqa", "sqa.types", "sqa.paths", "sqa.jsonio", "sqa.strategyqa", "sqa.presets", "sqa.text", "sqa.trace", "sqa.redact"}
+BASE = {"sqa", "sqa.types", "sqa.paths", "sqa.jsonio", "sqa.hashing", "sqa.strategyqa", "sqa.presets", "sqa.text", "sqa.trace", "sqa.redact"}
 STAGES = [("sqa.indexing", 1), ("sqa.retriever", 2), ("sqa.models", 3), ("sqa.steps", 4), ("sqa.facts", 5),
           ("sqa.eval", 6), ("sqa.pipeline", 9), ("sqa.api", 9), ("sqa.cli", 9)]
 # wiring (opening an index, choosing a backend implementation) belongs to the composition only

@@ -8,11 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
-                           TransferSpeedColumn)
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sqa.cli import app
 from sqa.cli.common import BackendOpt, IndexDirOpt, resolve_index_dir
+from sqa.api.index import CORPORA
 from sqa.types import SqaError
 
 
@@ -31,8 +31,7 @@ def index_command(
     commit_every: Annotated[Optional[int], typer.Option(help="Paragraphs between checkpoints (resume granularity); default 5,000,000 (embedded) or 200,000 (elasticsearch).", show_default=False)] = None,
 ) -> None:
     """Build the BM25 paragraph index once; re-running after an interruption resumes it."""
-    from sqa.indexing import preset_files, read_manifest
-    from sqa.indexing.build import CHECKPOINT, build_lock, remove_index
+    from sqa.api.index import build_index_dir, corpus_files
 
     if preset and corpus and preset != "full":
         raise SqaError("give either --preset or --corpus, not both (only --preset full takes --corpus: a copy of the "
@@ -49,123 +48,39 @@ def index_command(
         raise SqaError(f"--commit-every must be at least 1 (got {commit_every})")
     if es_workers < 1:
         raise SqaError(f"--es-workers must be at least 1 (got {es_workers})")
-    files = list(corpus) if corpus else preset_files(preset)
-    download = preset == "full" and not corpus
-    d = resolve_index_dir(index_dir)
+    if preset and preset not in CORPORA:
+        raise SqaError(f"unknown preset {preset!r}; use {', '.join(CORPORA)}, or pass --corpus PATH")
+    files = list(corpus) if corpus else corpus_files(preset)[0]
     console = Console(stderr=True, soft_wrap=True)  # one message, one line
+    skipped = [0]
 
-    if fresh:
-        remove_index(d, dry_run=True)  # a directory that is not an sqa index: refused before anything is written
-    with build_lock(d):
-        if fresh:
-            _remove_local(d, backend, es_index, es_workers, console)
-        manifest = read_manifest(d)
-        resolved = [str(Path(f).expanduser().resolve()) for f in files]
-        if manifest and manifest.get("corpus_files") == resolved and manifest.get("backend") == backend \
-                and not (d / CHECKPOINT).exists():
-            rejected = manifest.get("es_item_errors") or manifest.get("paragraphs_rejected") or 0
-            if rejected:
-                first = "; ".join((manifest.get("es_first_errors") or [])[:1])
-                raise SqaError(f"{d}: this index was built, but {rejected:,} paragraphs were rejected by the "
-                               f"{manifest['backend']} backend (first: {first}); fix the corpus, then rebuild with --fresh")
-            console.print(f"index already built in {d}: {manifest['paragraph_count']:,} paragraphs "
-                          f"({manifest['backend']}); use --fresh to rebuild")
-            return
-        if download:
-            files = [_fetch(corpus_url, console)]
-        _build(files, d, backend, preset, strict, fresh, es_index, es_workers, commit_every, console)
-
-
-def _fetch(url: Optional[str], console: Console) -> Path:
-    """Download the full corpus (``sqa.indexing.download.fetch_corpus``) with a progress bar
-    (bytes, rate, time left); returns its path."""
-    from sqa.indexing.download import corpus_dir, corpus_url, fetch_corpus, safe_url
-
-    dest_dir = corpus_dir()
-
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-                  disable=not console.is_terminal and not sys.stderr.isatty()) as progress:
-        tasks: dict[str, int] = {}
-
-        def on_progress(p) -> None:
-            if p.phase not in tasks:
-                if p.phase == "download":  # connected: say what and where (also when stderr is not a terminal)
-                    size = f" ({p.total:,} bytes)" if p.total else ""
-                    console.print(f"downloading {safe_url(corpus_url(url))}{size} to {dest_dir}", highlight=False)
-                    if p.restarted:
-                        console.print("the server does not resume downloads (no range requests): starting again "
-                                      "from the first byte", highlight=False)
-                    elif p.resumed_from:
-                        console.print(f"resuming the download at {p.resumed_from:,} bytes", highlight=False)
-                desc = f"download {safe_url(corpus_url(url)).rsplit('/', 1)[-1]}" if p.phase == "download" \
-                    else "check gzip"
-                tasks[p.phase] = progress.add_task(desc, total=p.total)
-            progress.update(tasks[p.phase], completed=p.done, total=p.total)
-
-        path = fetch_corpus(url, dest_dir, on_progress=on_progress)
-    if tasks:
-        console.print(f"downloaded and checked {path}", highlight=False)
-    return path
-
-
-def _remove_local(d: Path, backend: str, es_index: str, es_workers: int, console: Console) -> None:
-    """``--fresh``: delete the index files sqa recognises in ``d``. For Elasticsearch, the cluster's
-    index is deleted (and checked to be sqa's) first, so a refused index leaves ``d`` untouched."""
-    from sqa.indexing import open_backend
-    from sqa.indexing.build import remove_index
-
-    if backend == "elasticsearch":
-        open_backend(d, backend, create=True, es_index=es_index, workers=es_workers, fresh=True).close()
-    removed, kept = remove_index(d)
-    if kept:
-        console.print(f"--fresh: deleted the index's {removed:,} files in {d}; kept {len(kept):,} other "
-                      f"entries (e.g. {kept[0].name})", highlight=False)
-
-
-def _build(files, d: Path, backend: str, preset, strict: bool, fresh: bool, es_index: str, es_workers: int,
-           commit_every: Optional[int], console: Console) -> None:
-    from sqa.indexing import build_index, open_backend
-
-    # (--fresh already deleted and recreated the Elasticsearch index in _remove_local)
-    options = {"es_index": es_index, "workers": es_workers} if backend == "elasticsearch" else {}
-    be = open_backend(d, backend, create=True, **options)
-    warned = 0
-
-    def on_error(path: str, line: int, reason: str) -> None:
-        nonlocal warned
-        warned += 1
-        if warned <= 20:
+    def on_skip(path: str, line: int, reason: str) -> None:
+        skipped[0] += 1
+        if skipped[0] <= 20:
             console.print(f"[yellow]skipped[/] {path}:{line}: {reason}", markup=True, highlight=False)
-        elif warned == 21:
+        elif skipped[0] == 21:
             console.print("[yellow]more malformed lines skipped; the count is in the summary[/]")
 
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
-                  TextColumn("{task.fields[paras]:>12,} paragraphs  {task.fields[rate]:>8,.0f}/s"),
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console,
                   disable=not console.is_terminal and not sys.stderr.isatty()) as progress:
-        tasks: dict[int, int] = {}
+        tasks: dict = {}
 
         def on_progress(p) -> None:
-            if p.file_index not in tasks:
-                tasks[p.file_index] = progress.add_task(Path(p.file).name, total=p.file_bytes, paras=0, rate=0.0)
-            progress.update(tasks[p.file_index], completed=p.bytes_read, paras=p.indexed,
-                            rate=p.indexed / p.seconds if p.seconds else 0.0)
+            build = hasattr(p, "file")  # a BuildProgress, else the full corpus's download (FetchProgress)
+            key = ("build", p.file_index) if build else p.phase
+            if key not in tasks:
+                desc = Path(p.file).name if build else "download" if p.phase == "download" else "check gzip"
+                tasks[key] = progress.add_task(desc, total=p.file_bytes if build else p.total, info="")
+            if build:
+                rate = p.indexed / p.seconds if p.seconds else 0.0
+                progress.update(tasks[key], completed=p.bytes_read, info=f"{p.indexed:>12,} paragraphs  {rate:>8,.0f}/s")
+            else:
+                progress.update(tasks[key], completed=p.done, total=p.total)
 
-        try:
-            report = build_index(files, d, be, strict=strict, commit_every=commit_every,
-                                 on_progress=on_progress, on_error=on_error, preset=preset)
-        finally:
-            be.close()
-    typer.echo(report.summary())
-    item_errors = getattr(be, "item_errors", 0)
-    if item_errors:
-        first = "; ".join(getattr(be, "first_errors", [])[:3])
-        raise SqaError(f"{item_errors:,} paragraphs were rejected by the {report.backend} backend (first: {first}); "
-                       f"the index holds {report.count:,} of {report.read:,} paragraphs read (details in {d / 'manifest.json'})")
-    if report.duplicates:
-        before = (f"; the index already held {report.preexisting:,} paragraphs before this build (use --fresh to "
-                  f"rebuild from these files only)" if report.preexisting else "")
-        console.print(f"[yellow]warning:[/] {report.duplicates:,} paragraphs had an evidence ID seen before: the later "
-                      f"copy replaced the earlier one, so the index holds one copy of each ({report.count:,} paragraphs; "
-                      f"counted as duplicates_replaced in {d / 'manifest.json'}){before}")
+        build_index_dir(files, resolve_index_dir(index_dir), backend, name=preset,
+                                 download=preset == "full" and not corpus, corpus_url=corpus_url, strict=strict,
+                                 fresh=fresh, commit_every=commit_every, es_index=es_index, es_workers=es_workers,
+                                 progress=on_progress, on_skip=on_skip,
+                                 on_note=lambda line: console.print(line, highlight=False, markup=False),
+                                 on_built=lambda report: typer.echo(report.summary()))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from sqa.eval.metrics import RETRIEVAL_LIMIT, accuracy, mean_recall_at_k, mean_sari
-from sqa.types import Prediction, Question, SqaError
+from sqa.types import BadInput, Prediction, Question
 
 KEYS = ("answer", "decomposition", "paragraphs")
 METRIC_FOR_KEY = {"answer": "Accuracy", "decomposition": "SARI", "paragraphs": f"Recall@{RETRIEVAL_LIMIT}"}
@@ -28,23 +28,23 @@ def validate_predictions(data, source: str = "<predictions>") -> dict[str, dict]
     list of str), or entries disagree on which keys they hold.
     """
     if not isinstance(data, dict):
-        raise SqaError(f"{source}: expected a JSON object {{qid: {{answer, decomposition, paragraphs}}}}")
+        raise BadInput(f"{source}: expected a JSON object {{qid: {{answer, decomposition, paragraphs}}}}")
     keys: set[str] | None = None
     for qid, entry in data.items():
         if not isinstance(entry, dict):
-            raise SqaError(f"{source}: entry {qid!r} is not an object; write {{\"answer\": true, ...}}")
+            raise BadInput(f"{source}: entry {qid!r} is not an object; write {{\"answer\": true, ...}}")
         unknown = set(entry) - set(KEYS)
         if unknown:
-            raise SqaError(f"{source}: entry {qid!r} has unknown key(s) {sorted(unknown)}; allowed: {', '.join(KEYS)}")
+            raise BadInput(f"{source}: entry {qid!r} has unknown key(s) {sorted(unknown)}; allowed: {', '.join(KEYS)}")
         if "answer" in entry and not isinstance(entry["answer"], bool):
-            raise SqaError(f"{source}: entry {qid!r}: 'answer' must be true or false, got {entry['answer']!r}")
+            raise BadInput(f"{source}: entry {qid!r}: 'answer' must be true or false, got {entry['answer']!r}")
         for key in ("decomposition", "paragraphs"):
             if key in entry and (not isinstance(entry[key], list) or not all(isinstance(s, str) for s in entry[key])):
-                raise SqaError(f"{source}: entry {qid!r}: {key!r} must be a list of strings")
+                raise BadInput(f"{source}: entry {qid!r}: {key!r} must be a list of strings")
         if keys is None:
             keys = set(entry)
         elif set(entry) != keys:
-            raise SqaError(f"{source}: entry {qid!r} has keys {sorted(entry)} but earlier entries have {sorted(keys)}; "
+            raise BadInput(f"{source}: entry {qid!r} has keys {sorted(entry)} but earlier entries have {sorted(keys)}; "
                            "every entry must predict the same things")
     return data
 
@@ -57,17 +57,17 @@ def load_predictions(path: str | Path) -> dict[str, dict]:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except FileNotFoundError:
-        raise SqaError(f"{path}: predictions file not found; check the path") from None
+        raise BadInput(f"{path}: predictions file not found; check the path") from None
     except IsADirectoryError:
-        raise SqaError(f"{path}: is a directory; give the predictions JSON file (e.g. {path}/predictions.json)") from None
+        raise BadInput(f"{path}: is a directory; give the predictions JSON file (e.g. {path}/predictions.json)") from None
     except PermissionError:
-        raise SqaError(f"{path}: permission denied reading the predictions file; check its permissions") from None
+        raise BadInput(f"{path}: permission denied reading the predictions file; check its permissions") from None
     except UnicodeDecodeError as e:
-        raise SqaError(f"{path}: not UTF-8 text (byte {e.start:,}); a predictions file is UTF-8 JSON") from None
+        raise BadInput(f"{path}: not UTF-8 text (byte {e.start:,}); a predictions file is UTF-8 JSON") from None
     except json.JSONDecodeError as e:
-        raise SqaError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        raise BadInput(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     except RecursionError:  # issue 41 item 10: thousands of nested brackets
-        raise SqaError(f"{path}: nested too deeply to be a predictions file (JSON arrays/objects inside each other "
+        raise BadInput(f"{path}: nested too deeply to be a predictions file (JSON arrays/objects inside each other "
                        "thousands of times); a predictions file is {qid: {answer, decomposition, paragraphs}}") from None
     return validate_predictions(data, str(path))
 
@@ -104,15 +104,15 @@ def score_predictions(predictions: dict[str, dict], questions: Sequence[Question
     gold = {q.qid: q for q in questions}
     extra = [qid for qid in predictions if qid not in gold]
     if extra:
-        raise SqaError(f"{source}: {len(extra)} prediction(s) for questions not in the gold set, e.g. {extra[0]!r}; "
+        raise BadInput(f"{source}: {len(extra)} prediction(s) for questions not in the gold set, e.g. {extra[0]!r}; "
                        "score against the split they were made for")
     missing = [qid for qid in gold if qid not in predictions]
     if missing and not allow_missing:
-        raise SqaError(f"{source}: no prediction for {len(missing)} of {len(gold)} questions, e.g. {missing[0]!r}; "
+        raise BadInput(f"{source}: no prediction for {len(missing)} of {len(gold)} questions, e.g. {missing[0]!r}; "
                        "finish the run or score with `sqa eval score --allow-missing`")
     scored = [gold[qid] for qid in gold if qid in predictions]
     if any(q.answer is None for q in scored):
-        raise SqaError(f"{source}: the gold questions have no labels (test split?); only the official leaderboard scores them")
+        raise BadInput(f"{source}: the gold questions have no labels (test split?); only the official leaderboard scores them")
     keys = set(next(iter(predictions.values()))) if predictions else set()
     out: dict[str, float] = {}
     if "answer" in keys:

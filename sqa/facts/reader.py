@@ -29,7 +29,7 @@ from sqa.facts.features import FactSelector, FactSettings, complete_lines, quest
 from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
 from sqa.facts.head import AnswerHead, feature_vector, scalar_features
 from sqa.trace import ReasoningResult
-from sqa.types import ORACLES, LanguageModel, Question, SqaError
+from sqa.types import BadInput, LanguageModel, ORACLES, Question, SqaError
 
 # The fact settings of a reader without a head (zero-shot): those of an out-of-fold run and the
 # shipped heads (the best sentences of the top 3 paragraphs; FactSettings' doc), so the features a
@@ -159,12 +159,12 @@ class FactsReader:
         """Answer ``questions`` one after another (the prefix cache stays warm). ``decomposition``
         must be "question": this reader retrieves for the question as a whole."""
         if decomposition != "question":
-            raise SqaError(f"--decomposition {decomposition}: the facts reader retrieves for the whole question; "
+            raise BadInput(f"--decomposition {decomposition}: the facts reader retrieves for the whole question; "
                            "use --decomposition question, or --reader steps for decomposition-based reading")
         out = []
         for q in questions:
             if not q.question or not q.question.strip():
-                raise SqaError(f"question {q.qid!r} is empty; fix its text in the input file")
+                raise BadInput(f"question {q.qid!r} is empty; fix its text in the input file")
             r = self.answer_features(q, self.features(q))
             out.append(r)
             if on_result:
@@ -237,20 +237,20 @@ def check_features_file(path: str | Path) -> int:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise SqaError(f"{path}: --features-cache file not found; give a features file (JSON lines of the facts reader's records), "
+        raise BadInput(f"{path}: --features-cache file not found; give a features file (JSON lines of the facts reader's records), "
                        "or leave the option out") from None
     except IsADirectoryError:
-        raise SqaError(f"{path}: --features-cache is a directory; give one features file (e.g. DIR/train-2061.jsonl)") \
+        raise BadInput(f"{path}: --features-cache is a directory; give one features file (e.g. DIR/train-2061.jsonl)") \
             from None
     n = 0
     for lineno, line in complete_lines(data):  # a torn last line is left out, as the readers do
         try:
             rec = json.loads(line)
         except ValueError as e:
-            raise SqaError(f"{path}:{lineno}: not a JSON line ({type(e).__name__}); this is not a features file, or the line is damaged") from None
+            raise BadInput(f"{path}:{lineno}: not a JSON line ({type(e).__name__}); this is not a features file, or the line is damaged") from None
         problem = features_record_problem(rec)
         if problem:
-            raise SqaError(f"{path}:{lineno}: not a features record: {problem}; give a features file, or leave out --features-cache")
+            raise BadInput(f"{path}:{lineno}: not a features record: {problem}; give a features file, or leave out --features-cache")
         n += 1
     return n
 

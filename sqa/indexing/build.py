@@ -33,7 +33,7 @@ from sqa.indexing.manifest import MANIFEST, corpus_id, read_manifest  # noqa: F4
 from sqa.indexing.readers import ReadStats, read_corpus
 from sqa.indexing.resume import check_final_count, json_file as _json_file, lost_since_checkpoint, session_start
 from sqa.jsonio import write_json_atomic
-from sqa.types import SearchBackend, SqaError
+from sqa.types import BadInput, SearchBackend, SqaError
 
 # paragraphs between checkpoints when not given. embedded: 5,000,000 (about 2-3 minutes of work on
 # 2 cores, the most a kill -9 loses). tantivy writes at least one segment per indexing thread at
@@ -279,12 +279,12 @@ def build_index(corpus_files: Sequence[str | Path], index_dir: str | Path, backe
     for f in files:
         fp = Path(f)
         if fp.is_dir():
-            raise SqaError(f"{f}: is a directory; pass a corpus file (.jsonl, .jsonl.gz or the StrategyQA paragraph "
+            raise BadInput(f"{f}: is a directory; pass a corpus file (.jsonl, .jsonl.gz or the StrategyQA paragraph "
                            "file) to --corpus")
         if not fp.is_file():
-            raise SqaError(f"{f}: corpus file not found; pass an existing file to --corpus")
+            raise BadInput(f"{f}: corpus file not found; pass an existing file to --corpus")
         if not os.access(fp, os.R_OK):
-            raise SqaError(f"{f}: permission denied reading the corpus file; check its permissions (chmod +r)")
+            raise BadInput(f"{f}: permission denied reading the corpus file; check its permissions (chmod +r)")
     with build_lock(index_dir):
         return _build(files, index_dir, backend, strict, commit_every, batch_size, on_progress, on_error, preset)
 
@@ -371,7 +371,7 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
         names = ", ".join(files)
         why = (f"all {report.skipped:,} non-blank lines were malformed (see the messages above)" if report.skipped
                else "the input holds no paragraphs (empty file?)")
-        raise SqaError(f"{names}: no paragraph indexed, {why}; check --corpus (one JSON object a line with "
+        raise BadInput(f"{names}: no paragraph indexed, {why}; check --corpus (one JSON object a line with "
                        "title, para_id, para; or StrategyQA's paragraph file)")
     manifest = {
         "backend": backend.name,

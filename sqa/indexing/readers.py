@@ -32,7 +32,7 @@ from typing import Callable, Iterator
 import orjson
 from isal import igzip_threaded, isal_zlib
 
-from sqa.types import Paragraph, SqaError
+from sqa.types import BadInput, Paragraph, SqaError
 
 ErrorCallback = Callable[[str, int, str], None]
 # what a damaged compressed stream raises while it is read
@@ -76,7 +76,7 @@ class ReadStats:
 
     def record_error(self, path: str, line: int, reason: str, on_error: ErrorCallback | None, strict: bool) -> None:
         if strict:
-            raise SqaError(f"{path}:{line}: {reason} (run without --strict to skip and count malformed lines)")
+            raise BadInput(f"{path}:{line}: {reason} (run without --strict to skip and count malformed lines)")
         self.skipped += 1
         if len(self.errors) < 100:
             self.errors.append((path, line, reason))
@@ -90,9 +90,9 @@ def _open_binary(path: Path):
         magic = raw.read(6)
         raw.seek(0)
     except FileNotFoundError:
-        raise SqaError(f"{path}: corpus file not found; check the --corpus path") from None
+        raise BadInput(f"{path}: corpus file not found; check the --corpus path") from None
     except IsADirectoryError:
-        raise SqaError(f"{path}: is a directory; pass a corpus file to --corpus") from None
+        raise BadInput(f"{path}: is a directory; pass a corpus file to --corpus") from None
     except OSError as e:
         raise _damaged(path, e) from None
     # a 1 MiB buffer over the decompressor: line iteration on a bare GzipFile is ~30% slower
@@ -127,7 +127,7 @@ def detect_format(path: str | Path) -> str:
                 any(isinstance(v, dict) for v in obj.values()):
             return "strategyqa"
         return "jsonl"
-    raise SqaError(f"{path}:1: not a JSON corpus file (expected JSONL paragraphs or a StrategyQA paragraph dict)")
+    raise BadInput(f"{path}:1: not a JSON corpus file (expected JSONL paragraphs or a StrategyQA paragraph dict)")
 
 
 def _open_jsonl(path: Path):
@@ -248,15 +248,15 @@ def read_strategyqa_paragraphs(path: str | Path, stats: ReadStats | None = None,
         data = json.load(f)
         stats.bytes_read = raw.tell()
     except json.JSONDecodeError as e:
-        raise SqaError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); expected StrategyQA's paragraph dict") from None
+        raise BadInput(f"{path}:{e.lineno}: not valid JSON ({e.msg}); expected StrategyQA's paragraph dict") from None
     except UnicodeDecodeError as e:
-        raise SqaError(f"{path}: not UTF-8 text (byte {e.start:,}); save the file as UTF-8") from None
+        raise BadInput(f"{path}: not UTF-8 text (byte {e.start:,}); save the file as UTF-8") from None
     except _STREAM_ERRORS as e:
         raise _damaged(path, e) from None
     finally:
         raw.close()
     if not isinstance(data, dict):
-        raise SqaError(f"{path}:1: expected a JSON object keyed by evidence ID")
+        raise BadInput(f"{path}:1: expected a JSON object keyed by evidence ID")
     for n, (eid, rec) in enumerate(data.items(), start=1):
         if n <= skip_lines:
             continue

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from sqa.models.llamacpp import NO_WORDS, YES_WORDS
 from sqa.models.chat import render_chatml
-from sqa.types import BadInput, ChatPrompt, ModelCapabilities, Prompt, SqaError
+from sqa.types import BadInput, ChatPrompt, ModelCapabilities, ModelNotFound, Prompt, SqaError
 
 if TYPE_CHECKING:  # numpy is imported with torch, at use
     import numpy as np
@@ -38,7 +38,7 @@ def _check_hub(name: str, filename: str = "config.json") -> None:
     import os
 
     if os.environ.get("HF_HUB_OFFLINE") not in (None, "", "0"):
-        raise SqaError(f"--model {name}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set; download it "
+        raise ModelNotFound(f"--model {name}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set; download it "
                        "first or pass a local directory")
     try:
         HfApi().model_info(name, timeout=10)
@@ -51,7 +51,7 @@ def _check_hub(name: str, filename: str = "config.json") -> None:
             why = "cannot reach the Hugging Face hub (offline?)"
         else:
             why = f"the Hugging Face hub did not answer ({kind})"
-        raise SqaError(f"--model {name}: {why}; pass a local directory, a .gguf file or one of the built-in model "
+        raise ModelNotFound(f"--model {name}: {why}; pass a local directory, a .gguf file or one of the built-in model "
                        "names") from None
 
 

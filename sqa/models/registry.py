@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqa.paths import model_cache_dir
-from sqa.types import LanguageModel, SqaError
+from sqa.types import LanguageModel, ModelNotFound, SqaError
 
 
 @dataclass(frozen=True)
@@ -293,7 +293,7 @@ def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
     if model.lower().endswith(".gguf"):
         p = Path(model).expanduser()
         if not p.is_file():
-            raise SqaError(f"{p}: GGUF model file not found; pass an existing .gguf file or one of {', '.join(MODELS)}")
+            raise ModelNotFound(f"{p}: GGUF model file not found; pass an existing .gguf file or one of {', '.join(MODELS)}")
         return p
     if "/" not in model and not Path(model).expanduser().exists():
         # not a built-in name, a file or a directory, and no hub owner: a typo (asking the hub
@@ -301,7 +301,7 @@ def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
         import difflib
 
         near = difflib.get_close_matches(model, list(MODELS), n=1, cutoff=0.5)
-        raise SqaError(f"--model {model!r}: not a built-in model ({', '.join(MODELS)}), a .gguf file, a directory or a "
+        raise ModelNotFound(f"--model {model!r}: not a built-in model ({', '.join(MODELS)}), a .gguf file, a directory or a "
                        "Hugging Face name (owner/name)" + (f"; did you mean {near[0]}?" if near else ""))
     return None
 

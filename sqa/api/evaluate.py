@@ -1,0 +1,151 @@
+"""``sqa.evaluate``: a reader over a split or question file into a run folder, resumable, as
+``sqa eval`` does (the CLI calls this)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence, Union
+
+from sqa.eval.results import Run, default_run_dir
+from sqa.types import BadInput, Question
+
+if TYPE_CHECKING:
+    from sqa.api.reader import Reader
+
+
+@dataclass
+class Questions:
+    """The questions of a run and how ``run.json`` names them: ``split`` (a split name, or
+    ``custom`` for a question file or list), ``dataset`` (``"<name>:<12 hex sha256>"`` for custom),
+    ``stem`` (the default run folder's first part), ``given`` (all of the file's or list's
+    questions before ``limit``; None for a split)."""
+
+    questions: list[Question]
+    split: str
+    dataset: str = ""
+    stem: str = ""
+    given: list[Question] | None = None
+
+
+def run_questions(split: Union[str, Path, Sequence[Question]] = "dev", limit: int | None = None,
+                  strict: bool = False) -> Questions:
+    """The :class:`Questions` of ``split``: a split name (``sqa.strategyqa.SPLITS``), a question
+    file (StrategyQA's format; bad entries skipped with a warning each, or raise with ``strict``)
+    or a list of ``sqa.types.Question``. Raises :class:`sqa.types.BadInput`."""
+    from sqa.api.questions import load_questions
+    from sqa.hashing import content_digest
+    from sqa.strategyqa import SPLITS
+
+    if isinstance(split, str) and split in SPLITS:
+        return Questions(load_questions(split, limit=limit), split, stem=split)
+    if isinstance(split, (str, Path)):
+        path = Path(split)
+        given = load_questions(path, strict=strict)
+        return Questions(given[:limit] if limit else given, "custom", f"{path.name}:{content_digest(path)}",
+                         path.stem, given)
+    given = list(split)
+    if not given or not all(isinstance(q, Question) for q in given):
+        raise BadInput("split: a split name, a question file, or a non-empty list of sqa Question objects")
+    ident = hashlib.sha256(json.dumps([[q.qid, q.question] for q in given]).encode()).hexdigest()[:12]
+    return Questions(given[:limit] if limit else given, "custom", f"questions:{ident}", "questions", given)
+
+
+def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question]] = "dev", *, out: str | Path | None = None,
+             limit: int | None = None, batch_size: int = 32, folds: int = 5, decomposition: str | None = None,
+             features_cache: str | Path | None = None, strict: bool = False,
+             progress: Callable | None = None) -> Run:
+    """Answer the questions of ``split`` with ``reader`` (an :class:`sqa.Reader`) into the run
+    folder ``out`` (default ``runs/eval/<split>-<reader>-<model>``) and return the
+    :class:`sqa.eval.results.Run` (``metrics``: Accuracy with its 95 % interval, Recall@10, SARI,
+    ECE, ...; ``predictions``: the leaderboard file).
+
+    ``split``: ``"dev"`` (229), ``"train"`` (2,290), ``"train-2061"``, ``"test"`` (no labels:
+    predictions only), ``"all"``, a question file, or a list of ``sqa.types.Question``; ``limit``:
+    the first N. With the facts reader, train / train-2061 / all, and questions a head was fitted
+    on, are answered out-of-fold (:func:`sqa.api.out_of_fold.run_out_of_fold`; the heads are then
+    written to ``$SQA_HOME/heads``). Resumable: the same ``out`` continues where a run stopped;
+    Ctrl-C saves what is done and returns the Run with ``interrupted`` True.
+
+    ``progress`` gets ``sqa.eval.runner.EvalProgress`` (done, total, correct, scored) at the start
+    and after each question, or ``sqa.eval.oof.OofProgress`` events for an out-of-fold run.
+    ``features_cache``: a features file whose questions are not read again (facts reader, one
+    head). Raises :class:`sqa.types.BadInput` for bad options, SqaError (the subclass that
+    applies) for a folder holding another run, a missing index, model or head."""
+    from sqa.eval.options import EvalOptions
+    from sqa.eval.rundir import check_run_file
+    from sqa.eval.runner import run_eval
+    from sqa.pipeline import check_head_states, index_info, load_head
+
+    preset, model = reader.preset, reader.model
+    qs = run_questions(split, limit, strict)
+    decomposition = decomposition or preset.decomposition
+    if features_cache is not None:  # checked line by line before any model loads
+        from sqa.facts.reader import check_features_file
+
+        check_features_file(features_cache)
+    if preset.reader == "facts" and preset.oracle is None:
+        from sqa.eval.oof import OofOptions, oof_pool
+
+        pool = oof_pool(model, preset.retrieval, reader.head, qs.split, qs.questions)
+        if pool is not None:
+            if features_cache is not None:
+                raise BadInput("--features-cache goes with a run answered by one head; an out-of-fold run keeps its "
+                               "features in $SQA_HOME/features (leave --features-cache out)")
+            from sqa.api.out_of_fold import run_out_of_fold
+
+            return run_out_of_fold(OofOptions(split=qs.split, questions=qs.questions, model=model,
+                                              index_dir=reader.index_dir, backend=reader.backend, k=reader.k,
+                                              folds=folds, retrieval=preset.retrieval, limit=limit,
+                                              out=Path(out) if out else None, pool=pool[0], settings=pool[1],
+                                              dataset=qs.dataset, preset=preset.name, stem=qs.stem,
+                                              base_url=reader.base_url), progress)
+    head_obj = head_id = None
+    if preset.reader == "facts":
+        head_obj, head_id = load_head(model, preset.retrieval, preset.oracle, reader.head, qs.split, qs.given)
+        check_head_states(head_obj, model)
+    options = EvalOptions(split=qs.split, model=model, decomposition=decomposition, k=reader.k,
+                          backend=reader.backend, folds=folds, limit=limit, batch_size=batch_size,
+                          retrieval=preset.retrieval, reader=preset.reader, oracle=preset.oracle, head=head_id or "",
+                          dataset=qs.dataset, preset=preset.name)
+    tag = decomposition if preset.retrieval else f"{decomposition}-noretrieval"
+    if preset.reader == "facts":
+        tag = f"facts{'-oracle-' + preset.oracle if preset.oracle else ''}{'' if preset.retrieval else '-noretrieval'}"
+    out_dir = Path(out) if out else default_run_dir(qs.stem, tag, model)
+    info = index_info(reader.index_dir, reader.backend) if (preset.retrieval or preset.oracle) else None
+    check_run_file(out_dir, options, info)  # refuse a mismatched folder before the model loads
+    summary = run_eval(options, out_dir, _reader_for(reader, head_obj, features_cache), questions=qs.questions,
+                       index_info=info, on_progress=progress)
+    return Run.from_summary(summary)
+
+
+def _reader_for(reader: "Reader", head, features_cache) -> Callable:
+    """``pool -> reader`` for ``sqa.eval.runner.run_eval``: the Reader's own pipeline (loaded once,
+    on the first question that needs answering), or with ``features_cache`` one built for it
+    (``sqa.pipeline.reader_factory``)."""
+    from sqa.pipeline import reader_factory
+
+    if features_cache is not None:
+        return reader_factory(reader.preset, reader.model, reader.index_dir, reader.backend, reader.k, head=head,
+                              features_cache=features_cache, base_url=reader.base_url)
+
+    def reader_for(pool):
+        r = reader.pipeline.reader
+        return r.with_fewshot_pool(pool.questions) if reader.preset.reader == "steps" and pool is not None else r
+
+    return reader_for
+
+
+def compare(runs: Sequence[Union[Run, str, Path]], *, seed: int | None = None, resamples: int | None = None):
+    """Paired statistics of two or more runs (:class:`sqa.eval.results.Run` or run folders) on the
+    labelled questions they all answered: each run's Accuracy with its 95 % interval, every pair's
+    difference with a paired-bootstrap 95 % interval and McNemar's exact test
+    (:func:`sqa.eval.compare.compare_runs`, which documents the sources). Returns its
+    ``Comparison``; raises SqaError (one line) for fewer than two runs or runs sharing no
+    labelled question."""
+    from sqa.eval.compare import RESAMPLES, SEED, compare_runs
+
+    paths = [r.path if isinstance(r, Run) else Path(r) for r in runs]
+    return compare_runs(paths, seed=SEED if seed is None else seed, resamples=RESAMPLES if resamples is None else resamples)

@@ -1,0 +1,217 @@
+"""``sqa.Index``: a BM25 paragraph index on disk, opened or built (resumably), searched from Python.
+
+>>> index = sqa.Index.build(corpus="mini", path="idx")   # or sqa.Index("idx") once it exists
+>>> index.search("Aristotle", k=3)[0].evidence_id
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Callable, Sequence, Union
+
+from sqa.types import BadInput, Hit, Paragraph, SqaWarning
+
+CORPORA = ("mini", "strategyqa", "full")  # the named corpora (sqa.indexing.corpus_files)
+Corpus = Union[str, Path, Sequence[Union[str, Path]]]
+
+
+def corpus_files(corpus: Corpus) -> tuple[list[Path], str | None]:
+    """``(files, name)`` of a corpus: a name of :data:`CORPORA` (``mini``: the 9,251 gold + 150,679
+    shipped distractor paragraphs = 159,930; ``strategyqa``: the gold only; ``full``: the 36.6M
+    paragraphs of the StrategyQA release, downloaded to ``$SQA_HOME/corpus`` when missing) or
+    corpus files (StrategyQA's full-corpus JSONL, plain/.gz/.xz, or ``strategyqa_train_paragraphs.json``).
+    Raises :class:`sqa.types.BadInput` for an unknown name or an empty list."""
+    from sqa.indexing import preset_files
+
+    if isinstance(corpus, str) and corpus in CORPORA:
+        return preset_files(corpus), corpus
+    if isinstance(corpus, (str, Path)):
+        if isinstance(corpus, str) and not Path(corpus).suffix and not Path(corpus).exists():
+            raise BadInput(f"unknown corpus {corpus!r}; use {', '.join(CORPORA)}, or corpus file paths")
+        return [Path(corpus)], None
+    files = [Path(f) for f in corpus]
+    if not files:
+        raise BadInput("no corpus files given")
+    return files, None
+
+
+def build_index_dir(files: Sequence[str | Path], index_dir: str | Path, backend: str = "embedded", *,
+                    name: str | None = None, download: bool = False, corpus_url: str | None = None,
+                    strict: bool = False, fresh: bool = False, commit_every: int | None = None,
+                    es_index: str = "sqa-paragraphs", es_workers: int = 4, progress: Callable | None = None,
+                    on_skip: Callable[[str, int, str], None] | None = None,
+                    on_note: Callable[[str], None] = lambda s: None,
+                    on_built: Callable | None = None):
+    """Build (or resume building) the index of ``files`` in ``index_dir``; the driver of
+    ``sqa index`` and :meth:`Index.build`. Returns the ``sqa.indexing.build.BuildReport``, or None
+    when the same files are already indexed there (``on_note`` says so; ``fresh`` rebuilds).
+
+    ``name``: the corpus name recorded in the manifest; ``download``: fetch the full corpus first
+    (``corpus_url``, default ``$SQA_CORPUS_URL`` or the StrategyQA release; resumable).
+    ``progress`` gets ``sqa.indexing.build.BuildProgress`` after every batch (and
+    ``sqa.indexing.download.FetchProgress`` while downloading); ``on_skip(file, line, reason)``
+    each malformed line skipped (``strict``: raise instead); ``on_note(line)`` what is worth a
+    line (already built, files ``fresh`` deleted, the download's source); ``on_built(report)`` the
+    report as soon as the build ends, before the checks below. Paragraphs whose
+    evidence ID was seen before replace the earlier copy: one :class:`sqa.types.SqaWarning`.
+    Raises SqaError (one line) for an unreadable or empty corpus, another build holding the lock,
+    a directory that is not an sqa index with ``fresh``, or paragraphs the backend rejected."""
+    from sqa.indexing import build_index, read_manifest
+    from sqa.indexing.build import CHECKPOINT, build_lock, remove_index
+    from sqa.pipeline import open_index
+    from sqa.types import SqaError
+
+    d = Path(index_dir).expanduser()
+    if fresh:
+        remove_index(d, dry_run=True)  # a directory that is not an sqa index: refused before anything is written
+    with build_lock(d):
+        if fresh:
+            if backend == "elasticsearch":  # the cluster's index first: a refused one leaves d untouched
+                open_index(d, backend, create=True, es_index=es_index, workers=es_workers, fresh=True).close()
+            removed, kept = remove_index(d)
+            if kept:
+                on_note(f"--fresh: deleted the index's {removed:,} files in {d}; kept {len(kept):,} other "
+                        f"entries (e.g. {kept[0].name})")
+        manifest = read_manifest(d)
+        resolved = [str(Path(f).expanduser().resolve()) for f in files]
+        if manifest and manifest.get("corpus_files") == resolved and manifest.get("backend") == backend \
+                and not (d / CHECKPOINT).exists():
+            rejected = manifest.get("es_item_errors") or manifest.get("paragraphs_rejected") or 0
+            if rejected:
+                first = "; ".join((manifest.get("es_first_errors") or [])[:1])
+                raise SqaError(f"{d}: this index was built, but {rejected:,} paragraphs were rejected by the "
+                               f"{manifest['backend']} backend (first: {first}); fix the corpus, then rebuild with "
+                               "--fresh")
+            on_note(f"index already built in {d}: {manifest['paragraph_count']:,} paragraphs "
+                    f"({manifest['backend']}); use --fresh to rebuild")
+            return None
+        if download:
+            files = [_fetch(corpus_url, progress, on_note)]
+        options = {"es_index": es_index, "workers": es_workers} if backend == "elasticsearch" else {}
+        be = open_index(d, backend, create=True, **options)
+        try:
+            report = build_index(files, d, be, strict=strict, commit_every=commit_every, on_progress=progress,
+                                 on_error=on_skip, preset=name)
+        finally:
+            be.close()
+    if on_built is not None:
+        on_built(report)
+    item_errors = be.item_errors
+    if item_errors:
+        first = "; ".join(getattr(be, "first_errors", [])[:3])
+        raise SqaError(f"{item_errors:,} paragraphs were rejected by the {report.backend} backend (first: {first}); "
+                       f"the index holds {report.count:,} of {report.read:,} paragraphs read (details in "
+                       f"{d / 'manifest.json'})")
+    if report.duplicates:
+        before = (f"; the index already held {report.preexisting:,} paragraphs before this build (use --fresh to "
+                  f"rebuild from these files only)" if report.preexisting else "")
+        warnings.warn(f"{report.duplicates:,} paragraphs had an evidence ID seen before: the later copy replaced the "
+                      f"earlier one, so the index holds one copy of each ({report.count:,} paragraphs; counted as "
+                      f"duplicates_replaced in {d / 'manifest.json'}){before}", SqaWarning, stacklevel=2)
+    return report
+
+
+def _fetch(url: str | None, progress: Callable | None, on_note: Callable[[str], None]) -> Path:
+    """Download the full corpus (``sqa.indexing.download.fetch_corpus``), resumably; returns its path."""
+    from sqa.indexing.download import corpus_dir, corpus_url, fetch_corpus, safe_url
+
+    dest_dir = corpus_dir()
+    said: set = set()
+
+    def on_progress(p) -> None:
+        if p.phase == "download" and p.phase not in said:  # connected: say what and where
+            said.add(p.phase)
+            size = f" ({p.total:,} bytes)" if p.total else ""
+            on_note(f"downloading {safe_url(corpus_url(url))}{size} to {dest_dir}")
+            if p.restarted:
+                on_note("the server does not resume downloads (no range requests): starting again from the first byte")
+            elif p.resumed_from:
+                on_note(f"resuming the download at {p.resumed_from:,} bytes")
+        if progress is not None:
+            progress(p)
+
+    path = fetch_corpus(url, dest_dir, on_progress=on_progress)
+    if said:
+        on_note(f"downloaded and checked {path}")
+    return path
+
+
+class Index:
+    """A BM25 paragraph index in a directory (``sqa.indexing``: tantivy on disk, or Elasticsearch
+    with ``backend="elasticsearch"``, whose manifest the directory keeps).
+
+    ``Index(path)`` opens an index built before (default ``$SQA_HOME/index``); raises
+    :class:`sqa.types.IndexNotFound` when there is none. ``len(index)``: its paragraphs. Use it as
+    a context manager, or ``close()`` it, to release the engine's files."""
+
+    def __init__(self, path: str | Path | None = None, backend: str = "embedded"):
+        from sqa.paths import default_index_dir
+        from sqa.pipeline import open_index
+
+        self.path = Path(path).expanduser() if path is not None else default_index_dir()
+        self.backend = backend
+        self._be = open_index(self.path, backend)
+
+    @classmethod
+    def build(cls, corpus: Corpus = "mini", path: str | Path | None = None, *, backend: str = "embedded",
+              progress: Callable | None = None, strict: bool = False, fresh: bool = False) -> "Index":
+        """Build the index of ``corpus`` in ``path`` (default ``$SQA_HOME/index``) and open it.
+
+        ``corpus``: ``"mini"`` (159,930 paragraphs: a few minutes on 2 cores), ``"strategyqa"``
+        (9,251 gold paragraphs), ``"full"`` (36.6M, downloaded first) or corpus file paths (see
+        :func:`corpus_files`). Resumable: calling it again after an interruption continues from
+        the last checkpoint, and on a finished index of the same files it only opens it.
+        ``progress`` gets a ``sqa.indexing.build.BuildProgress`` (file, bytes read, paragraphs
+        indexed, seconds) after every batch; malformed lines are skipped and counted (``strict``:
+        raise :class:`sqa.types.BadInput`-like SqaError instead); ``fresh`` deletes the index
+        there first. Raises SqaError for an unreadable corpus or another build in progress."""
+        from sqa.paths import default_index_dir
+
+        files, name = corpus_files(corpus)
+        d = Path(path).expanduser() if path is not None else default_index_dir()
+        build_index_dir(files, d, backend, name=name, download=name == "full",
+                        strict=strict, fresh=fresh, progress=progress)
+        return cls(d, backend)
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        """The top-``k`` paragraphs for ``query`` by BM25 over title, section and text, best first:
+        ``Hit`` with ``evidence_id``, ``title``, ``text``, ``score`` (BM25, engine units, comparable
+        within one query) and ``rank`` (1-based). Raises :class:`sqa.types.BadInput` for an empty
+        query or ``k`` outside 1..10,000."""
+        from sqa.types import MAX_K
+
+        if not query.strip():
+            raise BadInput("empty query; give some words to search for")
+        if not 1 <= k <= MAX_K:
+            raise BadInput(f"k must be from 1 to {MAX_K:,} (got {k})")
+        return self._be.search(query, k)
+
+    def get(self, evidence_ids: Sequence[str]) -> list[Paragraph]:
+        """The paragraphs of ``evidence_ids`` (``"Title-N"``, as in StrategyQA's annotations) that
+        the index holds, in the order given; unknown IDs are left out."""
+        return self._be.get(list(evidence_ids))
+
+    def __len__(self) -> int:
+        return self._be.count()
+
+    @property
+    def manifest(self) -> dict:
+        """What the index is (``manifest.json``: corpus files and name, paragraph count, backend,
+        analyser, BM25 parameters, built_at)."""
+        from sqa.indexing import read_manifest
+
+        return read_manifest(self.path) or {}
+
+    def close(self) -> None:
+        """Release the engine's files (the index stays on disk)."""
+        self._be.close()
+
+    def __enter__(self) -> "Index":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Index({str(self.path)!r}, backend={self.backend!r})"

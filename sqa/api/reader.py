@@ -1,0 +1,169 @@
+"""``sqa.Reader``: a preset's reader over an index and a model, asked from Python; ``sqa.Answer``.
+
+>>> reader = sqa.Reader(preset="facts", index=index)
+>>> a = reader.ask("Did Aristotle use a laptop?")
+>>> a.answer, a.p_yes, a.facts[0].ref
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence, Union
+
+from sqa.facts.sources import Fact
+from sqa.types import BadInput, Question
+
+if TYPE_CHECKING:
+    from sqa.api.index import Index
+    from sqa.presets import Preset
+    from sqa.trace import ReasoningResult, StepTrace
+    from sqa.types import LanguageModel
+
+
+@dataclass
+class Answer:
+    """A reader's answer to one question.
+
+    ``answer``: yes (True) or no; ``p_yes``: P(yes) in [0, 1] (the answer head's when
+    ``calibrated``, else the model's own P(" Yes") / (P(" Yes") + P(" No")), zero-shot);
+    ``confidence``: P(the answer is right) = ``p_yes`` or ``1 - p_yes``; ``head``: the answer head
+    file that answered ("" when none did); ``facts``: what the facts reader read
+    (``sqa.facts.sources.Fact``: ``text``; ``source``, "wikipedia", "train-facts" (an annotated
+    fact of another train question) or an oracle's; ``ref``, the Wikipedia evidence ID or the
+    train question's qid; ``score``);
+    ``steps``: the decomposition steps (``sqa.trace.StepTrace``: question, query, answer,
+    evidence IDs), empty for the facts reader; ``paragraphs``: the top-10 evidence IDs for the
+    whole question; ``timings``: seconds per phase (``total``, ``read``, ...); ``model``: the
+    model's name; ``result``: the full ``sqa.trace.ReasoningResult``."""
+
+    question: str
+    answer: bool
+    p_yes: float
+    calibrated: bool
+    facts: list[Fact] = field(default_factory=list)
+    steps: list["StepTrace"] = field(default_factory=list)
+    paragraphs: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    head: str = ""
+    model: str = ""
+    result: "ReasoningResult | None" = field(default=None, repr=False)
+
+    @property
+    def confidence(self) -> float:
+        """P(the answer is right): ``p_yes`` for a yes, ``1 - p_yes`` for a no."""
+        return self.p_yes if self.answer else 1.0 - self.p_yes
+
+    @classmethod
+    def from_result(cls, r: "ReasoningResult") -> "Answer":
+        """The :class:`Answer` of a reader's ``sqa.trace.ReasoningResult``."""
+        facts = [Fact(f["text"], f["source"], f.get("ref", ""), f.get("score", 0.0)) for f in r.facts]
+        return cls(r.question, bool(r.answer), float(r.p_yes), bool(r.calibrated), facts, list(r.steps),
+                   list(r.paragraphs), dict(r.timings), r.head, r.model, r)
+
+    def to_dict(self) -> dict:
+        """The ``sqa ask --json`` object (question, decomposition, answer, confidence, paragraphs,
+        p_yes, calibrated, head, facts)."""
+        return self.result.to_ask_json() if self.result is not None else {
+            "question": self.question, "answer": self.answer, "p_yes": self.p_yes, "calibrated": self.calibrated}
+
+
+class Reader:
+    """A preset's reader (``sqa.presets``: ``facts``, the default; ``no-retrieval``; ``steps``;
+    the oracles ``oracle-facts`` / ``oracle-paragraphs``, for evaluation only) over an index and a
+    language model.
+
+    ``model``: a registry name (default ``qwen2.5-coder-1.5b``, GGUF on llama.cpp, CPU), a
+    ``.gguf`` path, a Hugging Face checkpoint, ``openai:NAME`` with ``base_url`` (an
+    OpenAI-compatible server), or a loaded ``sqa.types.LanguageModel``. ``index``: an :class:`sqa.Index`, an index directory, or None
+    (``$SQA_HOME/index``); not opened by presets that read no evidence. ``k``: paragraphs
+    retrieved (top-k); ``head``: an answer head file for the facts reader (default: the model's
+    own, from ``sqa eval --split train``, or the shipped one). The model loads on the first
+    :meth:`ask` (seconds to a minute); :meth:`close` releases it and the index.
+
+    Raises :class:`sqa.types.BadInput` for an unknown preset or a ``base_url`` without a served
+    model; loading raises :class:`sqa.types.IndexNotFound`, :class:`sqa.types.ModelNotFound`,
+    :class:`sqa.types.HeadNotFound` or :class:`sqa.types.ServerError` as they apply."""
+
+    def __init__(self, preset: Union[str, "Preset"] = "facts", model: Union[str, "LanguageModel", None] = None,
+                 index: Union["Index", str, Path, None] = None, *, base_url: str | None = None, k: int = 10,
+                 head: str | Path | None = None, backend: str = "embedded"):
+        from sqa.models.registry import DEFAULT_MODEL, is_served
+        from sqa.paths import default_index_dir
+        from sqa.presets import get_preset
+        from sqa.types import MAX_K
+
+        if isinstance(preset, str):
+            preset = get_preset(preset)
+        self.preset = preset
+        # a loaded LanguageModel (any object with the Protocol's methods) is used as it is
+        self._lm = model if model is not None and not isinstance(model, (str, Path)) else None
+        self.model = str(model or DEFAULT_MODEL) if self._lm is None else str(getattr(model, "name", "model"))
+        if base_url and not is_served(self.model):
+            raise BadInput(f"base_url goes with a served model (model='openai:NAME'), not {self.model!r}")
+        if not 1 <= k <= MAX_K:
+            raise BadInput(f"k must be from 1 to {MAX_K:,} (got {k})")
+        if head is not None and preset.reader != "facts":
+            raise BadInput("head goes with the facts reader; the steps reader has no answer head")
+        if index is not None and hasattr(index, "path"):
+            self.index_dir, self.backend = Path(index.path), getattr(index, "backend", backend)
+        else:
+            self.index_dir = Path(index).expanduser() if index is not None else default_index_dir()
+            self.backend = backend
+        self.base_url, self.k, self.head = base_url, k, head
+        self._pipeline = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model (and index) are loaded, i.e. :attr:`pipeline` was built."""
+        return self._pipeline is not None
+
+    @property
+    def pipeline(self):
+        """The built ``sqa.pipeline.Pipeline`` (reader, model, backend, retriever); built on first use."""
+        if self._pipeline is None:
+            from sqa.pipeline import build_reader, load_head
+
+            head = None
+            if self.head is not None:
+                head, _ = load_head(self.model, self.preset.retrieval, self.preset.oracle, self.head)
+            self._pipeline = build_reader(self.preset, self._lm or self.model, self.index_dir, self.backend, self.k, head=head,
+                                          base_url=self.base_url)
+        return self._pipeline
+
+    def ask(self, question: str) -> Answer:
+        """Answer one yes/no question (:class:`Answer`). Raises :class:`sqa.types.BadInput` for an
+        empty question, and what loading raises (see the class doc) on the first call."""
+        return self.ask_many([question])[0]
+
+    def ask_many(self, questions: Sequence[str | Question], batch_size: int = 32) -> list[Answer]:
+        """Answers to ``questions`` (texts, or ``sqa.types.Question`` s from :func:`sqa.load_questions`),
+        in order, ``batch_size`` at a time (a GPU model reads a batch in lockstep)."""
+        qs = [q if isinstance(q, Question) else Question(qid="", question=str(q)) for q in questions]
+        for q in qs:
+            if not q.question.strip():
+                raise BadInput("empty question; pass the question text, e.g. 'Is the sun a star?'")
+        decomposition = "question" if self.preset.reader == "facts" else self.preset.decomposition
+        if decomposition == "gold":
+            decomposition = "predicted"  # asked questions carry no annotated steps
+        out: list[Answer] = []
+        reader = self.pipeline.reader
+        for i in range(0, len(qs), batch_size):
+            for r in reader.answer_batch(qs[i:i + batch_size], decomposition=decomposition):
+                out.append(Answer.from_result(r))
+        return out
+
+    def close(self) -> None:
+        """Release the index (the model is freed with the reader)."""
+        if self._pipeline is not None:
+            self._pipeline.close()
+            self._pipeline = None
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Reader(preset={self.preset.name or self.preset.reader!r}, model={self.model!r}, index={str(self.index_dir)!r})"
