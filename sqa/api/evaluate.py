@@ -53,8 +53,9 @@ def run_questions(split: Union[str, Path, Sequence[Question]] = "dev", limit: in
     return Questions(given[:limit] if limit else given, "custom", f"questions:{ident}", "questions", given)
 
 
-def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question]] = "dev", *, out: str | Path | None = None,
-             limit: int | None = None, batch_size: int = 32, folds: int = 5, decomposition: str | None = None,
+def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None] = "dev", *,
+             out: str | Path | None = None, limit: int | None = None, protocol: str | None = None,
+             batch_size: int = 32, folds: int = 5, decomposition: str | None = None,
              features_cache: str | Path | None = None, strict: bool = False,
              progress: Callable | None = None) -> Run:
     """Answer the questions of ``split`` with ``reader`` (an :class:`sqa.Reader`) into the run
@@ -64,7 +65,9 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question]] = "de
 
     ``split``: ``"dev"`` (229), ``"train"`` (2,290), ``"train-2061"``, ``"test"`` (no labels:
     predictions only), ``"all"``, a question file, or a list of ``sqa.types.Question``; ``limit``:
-    the first N. With the facts reader, train / train-2061 / all, and questions a head was fitted
+    the first N; ``protocol``: a named question set instead of ``split`` (``"dev-229"``,
+    ``"train-first-500"``, ...: ``sqa.eval.protocols``; recorded in ``run.json``, as is the one a
+    split's first N questions match). With the facts reader, train / train-2061 / all, and questions a head was fitted
     on, are answered out-of-fold (:func:`sqa.api.out_of_fold.run_out_of_fold`; the heads are then
     written to ``$SQA_HOME/heads``). Resumable: the same ``out`` continues where a run stopped;
     Ctrl-C saves what is done and returns the Run with ``interrupted`` True.
@@ -79,8 +82,16 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question]] = "de
     from sqa.eval.runner import run_eval
     from sqa.pipeline import check_head_states, index_info, load_head
 
+    from sqa.eval.protocols import get_protocol, protocol_limit, protocol_of
+
     preset, model = reader.preset, reader.model
-    qs = run_questions(split, limit, strict)
+    if protocol is not None:
+        if split not in (None, "dev"):
+            raise BadInput(f"protocol {protocol} names its own questions; leave out split {split!r}")
+        proto = get_protocol(protocol)
+        split, limit = proto.split, protocol_limit(proto, limit)
+    qs = run_questions(split or "dev", limit, strict)
+    protocol = protocol if protocol is not None else protocol_of(qs.split, len(qs.questions))
     decomposition = decomposition or preset.decomposition
     if features_cache is not None:  # checked line by line before any model loads
         from sqa.facts.reader import check_features_file
@@ -101,7 +112,7 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question]] = "de
                                               folds=folds, retrieval=preset.retrieval, limit=limit,
                                               out=Path(out) if out else None, pool=pool[0], settings=pool[1],
                                               dataset=qs.dataset, preset=preset.name, stem=qs.stem,
-                                              base_url=reader.base_url), progress)
+                                              base_url=reader.base_url, protocol=protocol), progress)
     head_obj = head_id = None
     if preset.reader == "facts":
         head_obj, head_id = load_head(model, preset.retrieval, preset.oracle, reader.head, qs.split, qs.given)
@@ -109,7 +120,7 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question]] = "de
     options = EvalOptions(split=qs.split, model=model, decomposition=decomposition, k=reader.k,
                           backend=reader.backend, folds=folds, limit=limit, batch_size=batch_size,
                           retrieval=preset.retrieval, reader=preset.reader, oracle=preset.oracle, head=head_id or "",
-                          dataset=qs.dataset, preset=preset.name)
+                          dataset=qs.dataset, preset=preset.name, protocol=protocol)
     tag = decomposition if preset.retrieval else f"{decomposition}-noretrieval"
     if preset.reader == "facts":
         tag = f"facts{'-oracle-' + preset.oracle if preset.oracle else ''}{'' if preset.retrieval else '-noretrieval'}"

@@ -75,7 +75,9 @@ class Reader:
 
     ``model``: a registry name (default ``qwen2.5-coder-1.5b``, GGUF on llama.cpp, CPU), a
     ``.gguf`` path, a Hugging Face checkpoint, ``openai:NAME`` with ``base_url`` (an
-    OpenAI-compatible server), or a loaded ``sqa.types.LanguageModel``. ``index``: an :class:`sqa.Index`, an index directory, or None
+    OpenAI-compatible server; several URLs spread requests over several servers; ``api``: "auto",
+    "chat" or "completions"; ``allow_model_alias``: accept answers naming another model), or a
+    loaded ``sqa.types.LanguageModel``. ``index``: an :class:`sqa.Index`, an index directory, or None
     (``$SQA_HOME/index``); not opened by presets that read no evidence. ``k``: paragraphs
     retrieved (top-k); ``head``: an answer head file for the facts reader (default: the model's
     own, from ``sqa eval --split train``, or the shipped one). The model loads on the first
@@ -86,8 +88,9 @@ class Reader:
     :class:`sqa.types.HeadNotFound` or :class:`sqa.types.ServerError` as they apply."""
 
     def __init__(self, preset: Union[str, "Preset"] = "facts", model: Union[str, "LanguageModel", None] = None,
-                 index: Union["Index", str, Path, None] = None, *, base_url: str | None = None, k: int = 10,
-                 head: str | Path | None = None, backend: str = "embedded"):
+                 index: Union["Index", str, Path, None] = None, *, base_url: str | Sequence[str] | None = None,
+                 api: str = "auto", allow_model_alias: bool = False, k: int = 10, head: str | Path | None = None,
+                 backend: str = "embedded"):
         from sqa.models.registry import DEFAULT_MODEL, is_served
         from sqa.paths import default_index_dir
         from sqa.presets import get_preset
@@ -99,6 +102,11 @@ class Reader:
         # a loaded LanguageModel (any object with the Protocol's methods) is used as it is
         self._lm = model if model is not None and not isinstance(model, (str, Path)) else None
         self.model = str(model or DEFAULT_MODEL) if self._lm is None else str(getattr(model, "name", "model"))
+        if base_url is not None or api != "auto" or allow_model_alias:
+            from sqa.models.served_url import ServedOptions
+
+            base_url = ServedOptions(tuple([base_url] if isinstance(base_url, str) else base_url or ()), api,
+                                     allow_model_alias)
         if base_url and not is_served(self.model):
             raise BadInput(f"base_url goes with a served model (model='openai:NAME'), not {self.model!r}")
         if not 1 <= k <= MAX_K:
