@@ -1,5 +1,6 @@
 """``sqa compare RUN_DIR RUN_DIR...``: paired comparison of eval runs on the questions they share
-(:mod:`sqa.eval.compare`): a table per run and per pair and ``--json`` for scripts."""
+(:mod:`sqa.eval.compare`): a table per run and per pair, ``--json`` for scripts,
+``--html FILE`` for a self-contained page (:mod:`sqa.eval.html`)."""
 
 from __future__ import annotations
 
@@ -61,12 +62,19 @@ def print_comparison(comparison, console: Console | None = None) -> None:
 def compare_command(
     runs: Annotated[list[Path], typer.Argument(help="Two or more `sqa eval` run folders (run.json + traces.jsonl).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as one JSON object.")] = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML page here (the "
+                                                 "questions the runs disagree on first; opens from disk).",
+                                                 show_default=False)] = None,
 ) -> None:
     """Compare eval runs on the questions they share: Accuracy with 95 % intervals, paired differences
     (paired bootstrap), McNemar's exact test, who got which questions right, Recall@10 where defined."""
     from sqa.eval.compare import compare_runs
 
     comparison = compare_runs(runs)
+    if html is not None:
+        from sqa.eval.html import write_comparison_html
+
+        write_comparison_html(html, comparison)
     if as_json:
         typer.echo(json.dumps(comparison.to_dict(), indent=1))
     else:
@@ -74,3 +82,5 @@ def compare_command(
         left = [f"{r.name}: {r.left_out}" for r in comparison.runs if r.left_out]
         if left:
             typer.echo(f"left out (answered by some runs, not all): {', '.join(left)}")
+    if html is not None:
+        typer.echo(f"report -> {html}", err=as_json)

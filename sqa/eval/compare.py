@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from sqa.eval.coverage import record_calibrated
 from sqa.eval.metrics import recall_at_k
 from sqa.eval.rundir import RUN_FILE, TRACES_FILE, _parse_traces, read_traces
 from sqa.types import SqaError
@@ -48,6 +49,7 @@ class RunData:
     run: dict
     rows: dict[str, dict]
     has_recall: bool
+    records: dict[str, dict] = field(default_factory=dict, repr=False)  # the trace records by qid
 
     @property
     def options(self) -> dict:
@@ -171,9 +173,10 @@ def load_run(path: str | Path) -> RunData:
         answer = bool(rec.get("answer"))
         rows[qid] = {"qid": qid, "question": q.question if q else rec.get("question", ""), "gold": gold,
                      "answer": answer, "correct": answer == gold, "p_yes": rec.get("p_yes"),
-                     "calibrated": rec.get("calibrated", True),
+                     "calibrated": record_calibrated(rec),
                      "recall": recall_at_k(q.evidence, rec.get("paragraphs") or []) if has_recall and q else None}
-    return RunData(path=run_dir, name=run_dir.name or str(run_dir), run=run, rows=rows, has_recall=has_recall)
+    return RunData(path=run_dir, name=run_dir.name or str(run_dir), run=run, rows=rows, has_recall=has_recall,
+                   records=records)
 
 
 def _bootstrap_interval(diffs, rng, resamples: int) -> list[float]:

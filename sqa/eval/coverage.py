@@ -17,6 +17,14 @@ COVERAGES = (0.5, 0.8, 1.0)
 CURVE_STEPS = 20  # the curve in metrics.json: coverage 0.05, 0.10, ..., 1.00
 
 
+def record_calibrated(rec: dict) -> bool:
+    """Whether a trace record's P(yes) came from an answer head: its ``calibrated`` field, or, in
+    records written before the field existed, whether its ``decision`` names a head ("head:...")."""
+    if "calibrated" in rec:
+        return bool(rec["calibrated"])
+    return str(rec.get("decision", "")).startswith("head")
+
+
 def ranked_correct(rows: Sequence[dict]) -> list[bool]:
     """``correct`` of the labelled rows (``question_rows``: confidence, correct), most confident first."""
     labelled = [r for r in rows if r.get("correct") is not None and r.get("confidence") is not None]

@@ -1,5 +1,6 @@
 """The outputs of a run, regenerated from its traces: ``predictions.json`` (official leaderboard
-format), ``metrics.json``, ``report.md`` and ``report.png`` (:func:`finalize_run`).
+format), ``metrics.json``, ``report.md``, ``report.html`` (:mod:`sqa.eval.html`) and ``report.png``
+(:func:`finalize_run`).
 
 ``metrics.json`` holds the official metrics (Accuracy, Recall@10, SARI; :mod:`sqa.eval.leaderboard`),
 the majority baseline, calibration (reliability bins and ECE), accuracy at 50 / 80 / 100 % coverage
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from sqa.eval.coverage import coverage_metrics
+from sqa.eval.coverage import coverage_metrics, record_calibrated
 from sqa.eval.fewshot import fewshot_description
 from sqa.eval.leaderboard import score_predictions, validate_predictions
 from sqa.eval.metrics import recall_at_k
@@ -63,7 +64,7 @@ def question_rows(questions: Sequence[Question], done: dict[str, dict]) -> list[
         rows.append({
             "qid": q.qid, "question": q.question, "gold": q.answer, "answer": bool(r.answer),
             "correct": (bool(r.answer) == q.answer) if labelled else None,
-            "p_yes": float(r.p_yes), "confidence": float(r.confidence), "calibrated": r.calibrated,
+            "p_yes": float(r.p_yes), "confidence": float(r.confidence), "calibrated": record_calibrated(rec),
             "n_steps": len(r.steps),
             "recall": recall_at_k(q.evidence, r.paragraphs) if labelled else None,
             "decomposition": r.decomposition, "paragraphs": list(r.paragraphs),
@@ -266,7 +267,10 @@ def finalize_run(out_dir: str | Path, options: EvalOptions, questions: Sequence[
         metrics.update(extra or {})
         write_json_atomic(out_dir / METRICS_FILE, metrics)
         report.write_markdown(out_dir / REPORT_MD, metrics, rows)
-        files += [out_dir / METRICS_FILE, out_dir / REPORT_MD]
+        from sqa.eval.html import REPORT_HTML, write_run_html
+
+        write_run_html(out_dir / REPORT_HTML, metrics, questions, done)
+        files += [out_dir / METRICS_FILE, out_dir / REPORT_MD, out_dir / REPORT_HTML]
         if plots:
             report.write_plots(out_dir / REPORT_PNG, metrics, rows)
             files.append(out_dir / REPORT_PNG)
