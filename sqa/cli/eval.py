@@ -117,9 +117,24 @@ def eval_command(
                                                 "questions answers).")] = False,
     chat_template: ChatTemplateOpt = None,
 ) -> None:
-    """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out."""
+    """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out;
+    several (--preset facts,no-retrieval,steps) run on the same questions into sibling folders and are compared."""
+    params = {name: value for name, value in locals().items() if name != "ctx"}  # every option, for eval_one
     if ctx.invoked_subcommand is not None:
         return
+    if preset and "," in preset:
+        from sqa.cli.eval_presets import eval_presets
+
+        eval_presets(params)
+        return
+    eval_one(**params)
+
+
+def eval_one(*, split, protocol, limit, out, decomposition, preset, reader, oracle, head, dataset, features_cache, model,
+             k, batch_size, folds, retrieval, index_dir, backend, strict, base_url, api, allow_model_alias, replace_heads,
+             chat_template, lm=None) -> None:
+    """One preset over one question set (the body of ``sqa eval``); ``lm``: an already loaded model to
+    answer with (``sqa.cli.eval_presets`` shares one between presets)."""
     from sqa.eval.results import default_run_dir
     from sqa.eval.runner import EvalOptions, check_run_file, run_eval, select_questions
     from sqa.pipeline import index_info, load_head, reader_factory
@@ -227,8 +242,8 @@ def eval_command(
                 tasks.append(progress.add_task(split, total=p.total, completed=p.done, acc=acc))
             progress.update(tasks[0], completed=p.done, acc=acc)
 
-        factory = reader_factory(chosen, model, idx, backend, k, head=head_obj, features_cache=features_cache,
-                                 base_url=base_url, chat_template=chat_template)
+        factory = reader_factory(chosen, lm if lm is not None else model, idx, backend, k, head=head_obj,
+                                 features_cache=features_cache, base_url=base_url, chat_template=chat_template)
         summary = run_eval(options, out_dir, factory, questions=questions, index_info=info, on_progress=on_progress)
     if summary.repaired_bytes:
         console.print(f"dropped a cut last line ({summary.repaired_bytes} bytes) of {out_dir}/traces.jsonl")
