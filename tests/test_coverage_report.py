@@ -67,3 +67,4 @@ def test_metrics_and_report_of_a_reader_without_steps(tmp_path, retrieve):
     header = next(line for line in md.splitlines() if line.startswith("| qid |"))
     assert header == "| qid | question | gold | predicted | confidence |" + (" Recall@10 |" if retrieve else "")
     assert ("| Recall@10 |" in md) == retrieve
+    assert "SARI" not in md  # no decomposition written: SARI would only score the question against itself

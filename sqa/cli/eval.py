@@ -250,10 +250,14 @@ def eval_one(*, split, protocol, limit, out, decomposition, preset, reader, orac
     out = Console()
     m = summary.metrics
     if m:
+        from sqa.eval.report import has_recall, has_steps
+
         out.print(metrics_table({"n": m["n"], "Accuracy": m["Accuracy"], "majority (always no)": m["majority_baseline"]["Accuracy"],
                                  **{f"Accuracy at {a['coverage']:.0%} coverage": a["Accuracy"]
                                     for a in (m.get("accuracy_at_coverage") or {}).get("at", [])[:2]},
-                                 "Recall@10": m["Recall@10"], "SARI": m["SARI"], "ECE": m["ECE"],
+                                 **({"Recall@10": m["Recall@10"]} if has_recall(m) else {}),
+                                 **({"SARI": m["SARI"]} if has_steps(m) and m["SARI"] is not None else {}),
+                                 "ECE": m["ECE"],
                                  "seconds/question": m["seconds_per_question"]},
                                 f"sqa eval {split} ({reader}{', ORACLE ' + oracle if oracle else ''}, {decomposition})"))
     state = "interrupted" if summary.interrupted else ("complete" if summary.complete else "incomplete")

@@ -94,7 +94,8 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         f"| majority baseline (always \"no\") Accuracy | {_fmt(metrics['majority_baseline']['Accuracy'])} |",
         *coverage_lines(metrics),
         *([f"| Recall@10 | {_fmt(metrics['Recall@10'])} |"] if has_recall(metrics) else []),
-        *([f"| SARI (decomposition) | {_fmt(metrics['SARI'])} |"] if metrics.get("SARI") is not None else []),
+        *([f"| SARI (decomposition) | {_fmt(metrics['SARI'])} |"] if metrics.get("SARI") is not None and
+          has_steps(metrics) else []),
         f"| share of \"yes\" answers | {_fmt(metrics['yes_rate'])} |",
         f"| ECE (10 bins) | {_fmt(metrics['ECE'])} |",
         f"| seconds / question | {_fmt(metrics['seconds_per_question'], 2)} |",
