@@ -16,6 +16,8 @@ from sqa.strategyqa import load_questions
 from sqa.types import SqaError
 
 RUNS = Path(__file__).resolve().parents[1] / "bench" / "results" / "runs"
+# McNemar's and Wilcoxon's tests are scipy's (the models extra; a lean `pip install -e .` lacks it)
+pytest.importorskip("scipy", reason="scipy (the models extra) runs sqa compare's McNemar and Wilcoxon tests")
 
 
 def write_run(path: Path, split: str, answers: dict[str, bool], paragraphs: dict[str, list[str]] | None = None,

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import one_error_line, run_sqa
 
 from sqa.models.memo import SharedReadings
@@ -72,6 +73,7 @@ def test_shared_readings_reads_each_prompt_once():
 
 
 def test_two_presets_on_the_same_questions_share_the_plain_reading(tmp_path, gold_index):
+    pytest.importorskip("scipy", reason="scipy (the models extra) runs the closing comparison's McNemar test")
     out, reads = tmp_path / "matrix", tmp_path / "reads.json"
     args = [sys.executable, "-c", COUNTING, "eval", "--preset", "facts,no-retrieval", "--split", "dev", "--limit", "10",
             "--model", "fake-states", "--index-dir", str(gold_index.index_dir), "--out", str(out)]
