@@ -109,3 +109,17 @@ def test_compare_the_recorded_dev_runs():
     j = json.loads(run_sqa(["compare", facts, plain, "--json"]).stdout)
     assert j["pairs"][0]["mcnemar_p"] == p.mcnemar_p and j["pairs"][0]["interval95"] == p.interval95
     assert [x["accuracy"] for x in j["runs"]] == [r_.accuracy for r_ in c.runs] and j["n"] == 229
+
+
+def test_a_run_with_predictions_only_is_compared_on_its_answers(tmp_path):
+    """A run folder without traces (only run.json and the leaderboard predictions.json) still compares."""
+    qs = load_questions("dev")[:10]
+    a = write_run(tmp_path / "A", "dev", {q.qid: q.answer for q in qs})
+    b = tmp_path / "B"
+    b.mkdir()
+    (b / "run.json").write_text(json.dumps({"format": 2, "options": {"split": "dev", "preset": "steps"}}))
+    (b / "predictions.json").write_text(json.dumps({q.qid: {"answer": not q.answer, "decomposition": [q.question],
+                                                            "paragraphs": []} for q in qs[:8]}))
+    c = compare_runs([a, b])
+    assert len(c.qids) == 8 and [r.left_out for r in c.runs] == [2, 0]
+    assert (c.pairs[0].only_a, c.pairs[0].only_b) == (8, 0) and c.pairs[0].mcnemar_p == pytest.approx(2 / 2 ** 8)
