@@ -60,6 +60,13 @@ def test_a_trial_train_run_never_takes_over_from_a_head_fitted_on_more_questions
     shown = " ".join(a.stdout.split())  # rich wraps lines
     assert a.returncode == 0 and f"answer head {big[0].name}, fitted on {n_big} questions" in shown, a.stdout
 
+    # sqa eval names the head too, on stderr and in run.json (test: questions no head was fitted on)
+    r = _sqa(home, "eval", "--split", "test", "--limit", "3", "--model", "fake-states", "--index-dir", str(idx),
+             "--out", str(tmp_path / "dev3"))
+    assert r.returncode == 0 and f"answer head {big[0]} (fitted on {n_big} questions)" in " ".join(r.stderr.split())
+    run = json.loads((tmp_path / "dev3" / "run.json").read_text())
+    assert run["answering"] == "head" and run["head"] == {"file": str(big[0]), "fitted_on": n_big}
+
     ls = _sqa(home, "heads", "list", "--model", "fake-states")
     assert ls.returncode == 0 and big[0].name in ls.stdout, ls.stdout
     # the shipped head is never removed; the user's is, and the next head answers

@@ -225,7 +225,7 @@ def eval_one(*, split, protocol, limit, out, decomposition, preset, reader, orac
         record["head"] = {"file": head_obj.source, "fitted_on": fitted_count(head_obj)}
     check_run_file(Path(out_dir), options, info, record)  # refuse a mismatched --out before showing progress
     if head_obj is not None:
-        console.print(f"answer head {head_obj.source} (fitted on {record['head']['fitted_on']:,} questions)")
+        console.print(f"answer head {head_obj.source} (fitted on {record['head']['fitted_on']:,} questions)", soft_wrap=True)
     columns = [TextColumn("[bold]eval {task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[acc]}")]
     with Progress(*columns, console=console, speed_estimate_period=24 * 3600.0,
