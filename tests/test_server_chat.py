@@ -14,8 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from helpers import StandIn, free_port, one_error_line, run_sqa, throwaway_home
+from helpers import StandIn, free_port, run_sqa, throwaway_home
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 KEY = "sk-sqa-test-2b9e-KEEP-OUT"
@@ -58,6 +57,16 @@ def _eval(url, head, out, *extra, limit=6):
     urls = [url] if isinstance(url, str) else url
     return ["eval", "--preset", "no-retrieval", "--head", head, "--model", "openai:fake-reader",
             *[a for u in urls for a in ("--base-url", u)], "--split", "dev", "--limit", limit, "--out", out, *extra]
+
+
+def one_error_line(r) -> str:
+    """The error line of a failed run: exit 2, no traceback, the last stderr line starts with
+    ``error:`` (an earlier line may be a notice, such as which answer head answers)."""
+    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: "), r.stderr[-3000:]
+    return line
 
 
 def _texts(*roots) -> str:
@@ -116,6 +125,7 @@ def test_thinking_model_is_read_after_its_block(standin, tmp_path, honor):
     there carries the real top logprobs), or, where the server honours ``chat_template_kwargs``
     ``enable_thinking: false``, asked with thinking off."""
     from helpers import standin_log_odds
+
     from sqa.models.openai import OpenAIModel
 
     s = standin(completions="404", chat="think", honor_no_thinking=honor)
@@ -198,6 +208,16 @@ def test_other_weights_under_the_same_name_miss_the_cache_and_refuse_the_resume(
         assert "answered through" in line and "fingerprint" in line and "another --out" in line
     finally:
         helpers.standin_log_odds = orig
+
+
+def test_fingerprint_reads_allow_serving_noise_only():
+    from sqa.models.served_probe import same_reads
+
+    a = [{" Yes": -0.44, " No": -1.09, " True": -5.9}, {" No": -0.2, " Yes": -1.8}, "Paris"]
+    noisy = [{" Yes": -0.47, " No": -1.05, " True": -5.8}, {" No": -0.21, " Yes": -1.75}, "Paris"]
+    flipped = [{" No": -0.5, " Yes": -0.9}, a[1], "Paris"]
+    assert same_reads(a, noisy) and not same_reads(a, flipped) and not same_reads(a, a[:2] + ["Lyon"])
+    assert not same_reads(a, [{" Yes": -0.9, " No": -1.09}, a[1], "Paris"])  # 0.46 away
 
 
 def test_two_servers_share_the_work(standin, head, tmp_path):

@@ -211,10 +211,14 @@ def _record_server(out_dir: Path, info: dict | None) -> None:
     if isinstance(old, dict) and old.get("fingerprint") and info.get("fingerprint"):
         from sqa.types import StoreMismatch
 
+        from sqa.models.served_probe import same_reads
+
         before = set(old.get("base_urls") or [old.get("base_url")])
-        if old["fingerprint"] != info["fingerprint"] or not before & set(info.get("base_urls") or []):
+        other = old["fingerprint"] != info["fingerprint"] and not same_reads(old.get("fingerprint_reads"),
+                                                                                info.get("fingerprint_reads"))
+        if other or not before & set(info.get("base_urls") or []):
             what = ("other weights or settings (fingerprint " + f"{info['fingerprint']} vs {old['fingerprint']})"
-                    if old["fingerprint"] != info["fingerprint"] else f"{', '.join(info['base_urls'])}")
+                    if other else f"{', '.join(info['base_urls'])}")
             raise StoreMismatch(f"{path}: this run was answered through {', '.join(sorted(before))}, and this session "
                                 f"reads through {what}; resume it with its --base-url, or give another --out")
     if old != info:

@@ -53,9 +53,22 @@ from typing import Callable, Sequence
 from sqa.models import served_read as R
 from sqa.models.chat import as_chatml_text
 from sqa.models.served_cache import Cost, ResponseCache, cache_enabled, request_key
-from sqa.models.served_http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, Server, env_number
-from sqa.models.served_probe import (DEFAULT_CONCURRENCY, FINGERPRINT_PROMPTS, GENERATION_TOKENS,  # noqa: F401
-                                     LOGPROB_PROBE, NEUTRAL_EXTRA, PATHS, PROBE_PROMPT, LoadProbes)
+from sqa.models.served_http import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    Server,
+    env_number,
+)
+from sqa.models.served_probe import (  # noqa: F401
+    DEFAULT_CONCURRENCY,
+    FINGERPRINT_PROMPTS,
+    GENERATION_TOKENS,
+    LOGPROB_PROBE,
+    NEUTRAL_EXTRA,
+    PATHS,
+    PROBE_PROMPT,
+    LoadProbes,
+)
 from sqa.models.served_url import DEFAULT_BASE_URL, ServedOptions, api_key, base_urls  # noqa: F401 (re-exported)
 from sqa.types import ModelCapabilities, Prompt, ServerError, ServerLost, SqaError
 
@@ -150,11 +163,13 @@ class OpenAIModel(LoadProbes):
             top_logprobs=self.top_logprobs, chat_template="server" if self.endpoint == "chat" else "chatml",
             prefill=self.prefill in ("continue_final_message", "final-assistant", "completions-text"),
             prefix_cache=False, concurrency=self.concurrency)
-        self.identity = {"name": self.name, "models_entry": self.entry, "fingerprint": self.fingerprint}
+        self.identity = {"name": self.name, "models_entry": self.entry, "fingerprint": self.fingerprint,
+                         "fingerprint_reads": self.fingerprint_reads}
         self.server_info = {"api": "openai", "base_url": self.shown_url, "base_urls": [s.shown for s in self.servers],
                             "model": self.served, "engine": self.engine, "endpoint": self.endpoint,
                             "readout": self.readout, "top_logprobs": self.top_logprobs, "thinking": self.thinking,
-                            "prefill": self.prefill, "fingerprint": self.fingerprint, "models_entry": self.entry,
+                            "prefill": self.prefill, "fingerprint": self.fingerprint,
+                            "fingerprint_reads": self.fingerprint_reads, "models_entry": self.entry,
                             "concurrency": {s.shown: s.concurrency for s in self.servers},
                             "timeout_s": self.timeout, "max_retries": self.max_retries,
                             "cache": str(self.cache.path) if self.cache is not None else None}

@@ -146,12 +146,15 @@ class LoadProbes:
         """A short hash of the ``/v1/models`` entry and the read-outs of :data:`FINGERPRINT_PROMPTS`
         (the top-3 tokens in order, or the generated text without logprobs); sent, never cached."""
         reads = []
+        self.fingerprint_reads = []  # [{token: logprob} of the top 3, or the text]: compared with a tolerance
         for p in FINGERPRINT_PROMPTS:
             r = self._request(self.endpoint, self._body(self.endpoint, p, GENERATION_TOKENS if not self.top_logprobs
                                                         else 1, self.top_logprobs), use_cache=False, count=False)
             pos = R.token_positions(r, self.endpoint)
             top = pos[0][1] if pos else {}
-            reads.append(sorted(top, key=top.get, reverse=True)[:3] if top else R.generated_text(r, self.endpoint))
+            best = sorted(top, key=top.get, reverse=True)[:3]
+            reads.append(best if top else R.generated_text(r, self.endpoint))
+            self.fingerprint_reads.append({t: round(top[t], 3) for t in best} if top else R.generated_text(r, self.endpoint))
         blob = json.dumps({"entry": self.entry, "reads": reads, "endpoint": self.endpoint}, sort_keys=True)
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -167,3 +170,21 @@ class LoadProbes:
         with ThreadPoolExecutor(3) as ex:
             list(ex.map(one, range(2, 5)))
         return 1 if time.perf_counter() - t > 2.2 * t1 + 0.05 else DEFAULT_CONCURRENCY
+
+
+def same_reads(a, b, tol: float = 0.25) -> bool:
+    """Whether two ``fingerprint_reads`` lists come from the same weights, allowing for serving
+    noise (batching, KV-cache reuse move a logprob by a few hundredths): the same top token per
+    prompt and every logprob listed in both within ``tol`` (texts equal where there were no logprobs)."""
+    if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, dict) and isinstance(y, dict) and x and y:
+            if max(x, key=x.get) != max(y, key=y.get):
+                return False
+            if any(abs(float(x[t]) - float(y[t])) > tol for t in set(x) & set(y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
