@@ -303,3 +303,22 @@ def test_nothing_listening_on_any_server(head, tmp_path):
     urls = [f"http://127.0.0.1:{free_port()}/v1", f"http://127.0.0.1:{free_port()}/v1"]
     line = one_error_line(run_sqa(_eval(urls, head, tmp_path / "run"), env=ENV))
     assert "no OpenAI-compatible server answers at" in line
+
+
+def test_response_cache_is_shared_by_processes(tmp_path):
+    """Two processes writing 300 answers each into one cache file at once: all 600 are read back,
+    none lost, no write refused (SQLite's locking, WAL journal, busy timeout)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "responses.sqlite"
+    code = ("import sys; from sqa.models.served_cache import ResponseCache\n"
+            "c = ResponseCache(sys.argv[1])\n"
+            "for i in range(300): c.put(f'{sys.argv[2]}-{i}', 'chat', {'i': i, 'who': sys.argv[2]})\n"
+            "sys.exit(c.errors)\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), w]) for w in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    from sqa.models.served_cache import ResponseCache
+
+    c = ResponseCache(path)
+    assert len(c) == 600 and c.get("b-299") == {"i": 299, "who": "b"} and c.get("nope") is None

@@ -77,8 +77,11 @@ def served_warning(model, err) -> None:
     stats = getattr(model, "readout_stats", None)
     if stats and stats.get("missing"):
         err.print(f"warning: {stats['missing']} of {stats['readouts']} yes/no read-outs had neither Yes nor No among "
-                  f"the server's top {getattr(model, 'top_logprobs', '?')} logprobs and were read as 0.5",
-                  markup=False, highlight=False)
+                  f"the server's top {getattr(model, 'top_logprobs', '?')} logprobs (or no usable value) and were "
+                  "read as 0.5", markup=False, highlight=False)
+    if stats and stats.get("generation"):
+        err.print(f"note: {stats['generation']} of {stats['readouts']} yes/no read-outs were read by generation (the "
+                  "server gives no logprobs): P(yes) is 1 or 0 there; docs/served.md", markup=False, highlight=False)
 
 
 def metrics_table(metrics: dict, title: str):

@@ -23,6 +23,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -79,13 +80,22 @@ class ResponseCache:
     def _conn(self) -> sqlite3.Connection | None:
         c = getattr(self._local, "conn", None)
         if c is None:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                c = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-                c.execute("PRAGMA journal_mode=WAL")
-                c.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint TEXT, "
-                          "response TEXT NOT NULL)")
-            except (OSError, sqlite3.Error):
+            for attempt in range(3):  # two processes creating the file at once: one waits
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    c = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+                    if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                        c.execute("PRAGMA journal_mode=WAL")
+                    c.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint TEXT, "
+                              "response TEXT NOT NULL)")
+                    break
+                except sqlite3.OperationalError:
+                    c = None
+                    time.sleep(0.05 * (attempt + 1))
+                except (OSError, sqlite3.Error):
+                    c = None
+                    break
+            if c is None:
                 self.errors += 1
                 return None
             self._local.conn = c
@@ -103,14 +113,23 @@ class ResponseCache:
             return None
 
     def put(self, key: str, endpoint: str, response: dict) -> None:
-        c = self._conn()
-        if c is None:
-            return
         try:
-            c.execute("INSERT OR REPLACE INTO responses (key, endpoint, response) VALUES (?, ?, ?)",
-                      (key, endpoint, json.dumps(response, ensure_ascii=False)))
-        except (sqlite3.Error, TypeError, ValueError):
+            row = (key, endpoint, json.dumps(response, ensure_ascii=False))
+        except (TypeError, ValueError):
             self.errors += 1
+            return
+        for attempt in range(3):  # a lock held past the busy timeout by another process: try again
+            c = self._conn()
+            if c is None:
+                return
+            try:
+                c.execute("INSERT OR REPLACE INTO responses (key, endpoint, response) VALUES (?, ?, ?)", row)
+                return
+            except sqlite3.OperationalError:
+                time.sleep(0.05 * (attempt + 1))
+            except sqlite3.Error:
+                break
+        self.errors += 1
 
     def __bool__(self) -> bool:  # an empty cache is still a cache
         return True
