@@ -58,10 +58,13 @@ def test_ask_steps_averages_three_readings(gold_index, scripted, capsys):
     z = (math.log(0.9 / 0.1) + 2 * math.log(0.2 / 0.8)) / 3
     p = 1 / (1 + math.exp(-z))
     assert "No" in out and f"P(yes)={p:.2f}" in out
-    assert "transcript 0.90" in out and "direct 0.20" in out and "plain 0.20" in out
+    flat = " ".join(out.split())  # rich wraps the line at the terminal's width
+    assert "transcript 0.90" in flat and "direct 0.20" in flat and "plain 0.20" in flat
+    assert "(the model's own, uncalibrated: transcript" in flat  # no answer head reads them (issue 42)
     rc = main(["ask", "Was Steve Jobs born before 1960?", "--reader", "steps", "--k", "3", "--json", "--index-dir", str(gold_index.index_dir)])
     obj = json.loads(capsys.readouterr().out)
     assert obj["answer"] is False and obj["confidence"] == pytest.approx(1 - p, abs=1e-6)
+    assert obj["calibrated"] is False
 
 
 def test_ask_tree(gold_index, scripted, capsys):

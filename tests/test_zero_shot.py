@@ -156,6 +156,7 @@ def test_from_an_empty_home_the_small_model_answers_and_scores_with_no_head(tmp_
     r = run_sqa(["eval", "--split", "dev", "--limit", "5", *common, "--out", str(out)], env=env, timeout=900,
                 cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
+    assert "zero-shot: the model's own P(yes), uncalibrated" in " ".join(r.stdout.split())
     assert json.loads((out / "run.json").read_text())["answering"] == "zero-shot"
     m = json.loads((out / "metrics.json").read_text())
     assert m["answering"] == "zero-shot" and m["calibrated"] is False and m["n"] == 5

@@ -109,7 +109,8 @@ def ask_command(
     verdict = "Yes" if result.answer else "No"
     color = "green" if result.answer else "red"
     # the P(yes) readings averaged in log-odds (sqa.steps.reader.DECISION)
-    readings = "  [dim](" + ", ".join(f"{name} {p:.2f}" for name, p in result.signals.items()) + ")[/dim]"
+    readings = "  [dim](the model's own, uncalibrated: " + ", ".join(f"{name} {p:.2f}" for name, p in
+                                                                 result.signals.items()) + ")[/dim]"
     tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f}{readings}  confidence={result.confidence:.2f}  "
              f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
     Console().print(tree)

@@ -259,7 +259,9 @@ def eval_one(*, split, protocol, limit, out, decomposition, preset, reader, orac
                                  **({"SARI": m["SARI"]} if has_steps(m) and m["SARI"] is not None else {}),
                                  "ECE": m["ECE"],
                                  "seconds/question": m["seconds_per_question"]},
-                                f"sqa eval {split} ({reader}{', ORACLE ' + oracle if oracle else ''}, {decomposition})"))
+                                f"sqa eval {split} ({reader}{', ORACLE ' + oracle if oracle else ''}, {decomposition}"
+                                + (", zero-shot: the model's own P(yes), uncalibrated"
+                                   if m.get("answering") == "zero-shot" else "") + ")"))
     state = "interrupted" if summary.interrupted else ("complete" if summary.complete else "incomplete")
     typer.echo(f"{state}: {summary.done}/{summary.total} questions ({summary.new} new) -> {out_dir} "
                f"({', '.join(p.name for p in summary.files)})")
