@@ -166,3 +166,40 @@ def test_from_an_empty_home_the_small_model_answers_and_scores_with_no_head(tmp_
     official = score_predictions(load_predictions(out / "predictions.json"), load_questions("dev"), allow_missing=True)
     assert official["Accuracy"] == m["Accuracy"] and official["count"] == 5
     assert not (home / "heads").exists()  # no head was written or needed
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_a_served_model_answers_zero_shot_before_its_head(tmp_path):
+    """The README's served example answers at once (issue 42): no head for openai:NAME, so its own
+    P(yes) over the stand-in server (helpers.StandIn), uncalibrated, and the hint names the fitting
+    command with --base-url; an eval scores and says zero-shot."""
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
+    from helpers import StandIn, run_sqa, throwaway_home
+
+    home = throwaway_home(tmp_path / "home")
+    env = {"SQA_HOME": str(home), "OPENAI_API_KEY": "sk-test", "SQA_OPENAI_MAX_RETRIES": "0"}
+    server = StandIn()
+    try:
+        served = ["--model", "openai:fake-reader", "--base-url", server.url, "--no-retrieval"]
+        r = run_sqa(["ask", "Is the sun a star?", "--json", *served], env=env, timeout=120, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+        ans = json.loads(r.stdout)
+        assert ans["calibrated"] is False and 0.0 < ans["p_yes"] < 1.0 and ans["answer"] == (ans["p_yes"] >= 0.5)
+        r = run_sqa(["ask", "Is the sun a star?", *served], env={**env, "COLUMNS": "400"}, timeout=120, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert (f"`sqa eval --split train --model openai:fake-reader --base-url {server.url}` fits one"
+                in " ".join(r.stdout.split()))
+        out = tmp_path / "run"
+        r = run_sqa(["eval", "--split", "dev", "--limit", "4", "--out", str(out), *served], env=env, timeout=300,
+                    cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+    finally:
+        server.close()
+    m = json.loads((out / "metrics.json").read_text())
+    assert json.loads((out / "run.json").read_text())["answering"] == "zero-shot"
+    assert m["answering"] == "zero-shot" and m["calibrated"] is False and m["head"] == "zero-shot:plain"
+    from sqa.eval.leaderboard import load_predictions, score_predictions
+
+    official = score_predictions(load_predictions(out / "predictions.json"), load_questions("dev"), allow_missing=True)
+    assert official["Accuracy"] == m["Accuracy"] and official["count"] == 4

@@ -211,12 +211,18 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     Console().print(tree)
 
 
-def fit_command(model: str, base_url: str | None = None) -> str:
-    """The command that fits ``model``'s answer heads (with the server's ``--base-url`` for a served model)."""
+def fit_command(model: str, served=None) -> str:
+    """The command that fits ``model``'s answer heads, with a served model's ``--base-url`` (each,
+    without credentials) and ``--api`` when given (``served``: ``sqa.cli.common.served_options``'
+    ``ServedOptions``, a URL, or None)."""
     from sqa.facts.reader import train_command
+    from sqa.models.served_url import ServedOptions
     from sqa.redact import redact_url
 
-    return train_command(model) + (f" --base-url {redact_url(base_url)}" if base_url else "")
+    urls, api = (served.base_urls, served.api) if isinstance(served, ServedOptions) else ((served,) if served else (),
+                                                                                        "auto")
+    return train_command(model) + "".join(f" --base-url {redact_url(u)}" for u in urls) \
+        + (f" --api {api}" if api != "auto" else "")
 
 
 def _show_steps(question: str, reader, result, k: int, err: Console) -> tuple[list[list], str]:

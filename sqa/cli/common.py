@@ -62,6 +62,7 @@ def served_json(model) -> dict:
                        "readout_stats": dict(getattr(model, "readout_stats", {}) or {}),
                        "cost": model.cost.to_dict() if hasattr(model, "cost") else None}}
 
+
 ChatTemplateOpt = Annotated[
     Path | None,
     typer.Option("--chat-template", help="A Jinja chat template file (or a tokenizer_config.json holding one) that "
