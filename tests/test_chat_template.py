@@ -202,6 +202,11 @@ def test_the_packaged_qwen_gguf_renders_the_steps_readers_prompts_with_its_own_t
     for p in (question_prompt(demos, "Could a llama birth twice during the Vietnam War?"),
               question_prompt(demos, "Is the sun a star?", decompose=False).extend("Answer:"), PROMPT):
         assert m.template.render(p) == render_chatml(p)
+    # without a system message its template adds Qwen's own (ChatML would not): as transformers renders it
+    bare = ChatPrompt(PROMPT.messages[1:], "Steps:")
+    text = m.template.render(bare)
+    assert text == hf_reference(m.template.text, m.template.bos_token, m.template.eos_token, bare.messages) + "Steps:"
+    assert text.startswith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud.") and text != render_chatml(bare)
 
 
 def test_the_transformers_reader_takes_a_template_file_and_merges_a_refused_system_turn(tmp_path):
