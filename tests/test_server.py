@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import free_port, one_error_line, run_sqa, throwaway_home
+from helpers import free_port, run_sqa, throwaway_home
 
 # all of them slow (subprocesses, and llama.cpp's server for two): out of the fast lane, whose install
 # has no server extra
@@ -41,6 +41,16 @@ def _openai_sdk(tmp_path, monkeypatch):
     and assembled models of the real one linked in)."""
     pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     monkeypatch.setenv("SQA_HOME", str(throwaway_home(tmp_path / "sqa_home")))
+
+def one_error_line(r) -> str:
+    """The error line of a failed run: exit 2, no traceback, the last stderr line starts with
+    ``error:`` (an earlier line may be a notice: sqa eval names the answer head it uses)."""
+    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: ") and all(not x.startswith("error") for x in lines[:-1]), r.stderr[-3000:]
+    return lines[-1]
+
 
 MODEL = "qwen2.5-coder-0.5b"
 KEY = "sk-sqa-test-7f3a9c-KEEP-OUT"  # a recognisable key: must appear in no output and no file
