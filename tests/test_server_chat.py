@@ -322,3 +322,12 @@ def test_response_cache_is_shared_by_processes(tmp_path):
 
     c = ResponseCache(path)
     assert len(c) == 600 and c.get("b-299") == {"i": 299, "who": "b"} and c.get("nope") is None
+
+
+def test_served_flags_with_a_local_model_are_one_line(tmp_path):
+    r = run_sqa(["eval", "--preset", "no-retrieval", "--model", "qwen2.5-coder-0.5b", "--api", "chat", "--limit", "1",
+                 "--out", tmp_path / "run"])
+    assert "--api goes with a served model" in one_error_line(r)
+    r = run_sqa(["eval", "--preset", "no-retrieval", "--model", "openai:x", "--api", "neither", "--limit", "1",
+                 "--out", tmp_path / "run"])
+    assert "--api 'neither': use one of auto, chat, completions" in one_error_line(r)

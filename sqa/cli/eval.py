@@ -177,7 +177,9 @@ def eval_one(*, split, protocol, limit, out, decomposition, preset, reader, orac
 
         template_id = check_template_file(chat_template)  # a missing or broken file: one line, before any model
     if base_url and not model.startswith("openai:"):
-        raise SqaError(f"--base-url goes with a served model (--model openai:NAME), not {model!r}")
+        from sqa.models.served_url import served_flags
+
+        raise SqaError(f"{served_flags(base_url)} goes with a served model (--model openai:NAME), not {model!r}")
     questions = select_questions(split, limit) if dataset_questions is None else dataset_questions[:limit] \
         if limit else dataset_questions
     if protocol is None:

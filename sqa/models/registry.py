@@ -326,7 +326,9 @@ def load_model(model: str = DEFAULT_MODEL, *, n_ctx: int = 4096, n_threads: int 
 
         return OpenAIModel(served_name(model), base_url=base_url)
     if base_url:
-        raise SqaError(f"--base-url goes with a served model (--model openai:NAME), not {model!r}")
+        from sqa.models.served_url import served_flags
+
+        raise SqaError(f"{served_flags(base_url)} goes with a served model (--model openai:NAME), not {model!r}")
     gguf = resolve_gguf(model)
     if gguf is not None:
         from sqa.models.llamacpp import LlamaCppModel

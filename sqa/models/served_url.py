@@ -118,3 +118,14 @@ def api_key() -> tuple[str | None, str | None]:
         if v:
             return v, var
     return None, None
+
+
+def served_flags(base_url) -> str:
+    """The served-model flags that ``base_url`` (a URL, URLs or :class:`ServedOptions`) stands for,
+    for a message refusing them with a local model (e.g. ``--api``)."""
+    if not isinstance(base_url, ServedOptions):
+        return "--base-url"
+    flags = [f for f, on in (("--base-url", base_url.base_urls), ("--api", base_url.api != "auto"),
+                             ("--allow-model-alias", base_url.allow_model_alias)) if on]
+    return "/".join(flags) or "--base-url"
+
