@@ -386,6 +386,9 @@ class StandIn:
                                                "total_tokens": len(text) // 4 + len(tokens)}}
 
     def close(self) -> None:
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         self.httpd.shutdown()
         self.httpd.server_close()
 

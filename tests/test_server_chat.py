@@ -331,3 +331,22 @@ def test_served_flags_with_a_local_model_are_one_line(tmp_path):
     r = run_sqa(["eval", "--preset", "no-retrieval", "--model", "openai:x", "--api", "neither", "--limit", "1",
                  "--out", tmp_path / "run"])
     assert "--api 'neither': use one of auto, chat, completions" in one_error_line(r)
+
+
+def test_a_lost_server_hands_its_requests_to_the_other(standin, head, tmp_path):
+    """Two servers; one goes away mid-run: its requests go to the other and the run completes."""
+    import threading
+
+    a, b = standin(latency=0.05), standin(latency=0.05)
+
+    def stop_a():
+        while a.question_requests < 2:
+            time.sleep(0.01)
+        a.close()
+
+    threading.Thread(target=stop_a, daemon=True).start()
+    out = tmp_path / "run"
+    r = run_sqa(_eval([a.url, b.url], head, out, limit=8), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "complete: 8/8" in r.stdout
+    assert 2 <= a.question_requests <= 3 and b.question_requests >= 5  # a answered no more once closed
