@@ -4,7 +4,7 @@ README's first command installs (``pip install -e '.[models]'``; no dev extras, 
 Probes every case of issue 11 that a newcomer meets first, through the real ``sqa`` script of that
 venv: usage errors, bad input, a damaged corpus, leaked passwords; each must exit with status 2 and
 print exactly one line on stderr, without a traceback (or, where noted, succeed). Then
-``sqa index --preset strategyqa`` and ``sqa search`` must work, and ``pip list`` must hold no torch
+``sqa index --corpus strategyqa`` and ``sqa search`` must work, and ``pip list`` must hold no torch
 and no ``nvidia-*`` package (a first install without CUDA). Prints a table of every probe
 (command, exit status, stderr line) and exits 1 if any probe fails.
 
@@ -77,7 +77,7 @@ def main() -> int:
         run("sqa bogus", ["bogus"], expect="No such command")
 
         # the README's index + search
-        r = run("sqa index --preset strategyqa", ["index", "--preset", "strategyqa", "--index-dir", idx], want=0,
+        r = run("sqa index --corpus strategyqa", ["index", "--corpus", "strategyqa", "--index-dir", idx], want=0,
                 expect="in index 9,251")
         r = run("sqa search --json", ["search", "maximum depth of the Black Sea", "--json", "-k", "3",
                                       "--index-dir", idx], want=0)
@@ -90,9 +90,9 @@ def main() -> int:
         home = tmp / "home"
         home.mkdir()
         (home / "thesis.tex").write_text("years of work", encoding="utf-8")
-        run("sqa index --fresh --index-dir DIR (not an index)", ["index", "--preset", "strategyqa", "--fresh",
+        run("sqa index --fresh --index-dir DIR (not an index)", ["index", "--corpus", "strategyqa", "--fresh",
                                                                  "--index-dir", home], expect="not an sqa index")
-        run("sqa index --fresh --index-dir . (not an index)", ["index", "--preset", "strategyqa", "--fresh",
+        run("sqa index --fresh --index-dir . (not an index)", ["index", "--corpus", "strategyqa", "--fresh",
                                                                "--index-dir", "."], cwd=home, expect="nothing was deleted")
         if sorted(p.name for p in home.iterdir()) != ["thesis.tex"]:
             failures.append(f"--fresh changed {home}: {sorted(p.name for p in home.iterdir())}")
@@ -122,7 +122,7 @@ def main() -> int:
         # a second build of the same index
         with open(idx / ".sqa-build.lock", "a+b") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            run("sqa index (a second, concurrent build)", ["index", "--preset", "strategyqa", "--fresh",
+            run("sqa index (a second, concurrent build)", ["index", "--corpus", "strategyqa", "--fresh",
                                                             "--index-dir", idx], expect="another `sqa index`")
 
         # Elasticsearch URLs: never the password, one line

@@ -67,9 +67,9 @@ def load_avg() -> list[float]:
 # --- corpora ---------------------------------------------------------------------------------
 
 def mini_files() -> list[str]:
-    from sqa.indexing import preset_files
+    from sqa.indexing import corpus_files
 
-    return [str(p) for p in preset_files("mini")]
+    return [str(p) for p in corpus_files("mini")]
 
 
 def make_resampled_corpus(path: Path, n: int, seed: int = 13) -> Path:
@@ -79,7 +79,7 @@ def make_resampled_corpus(path: Path, n: int, seed: int = 13) -> Path:
     want = {"n": n, "seed": seed, "method": "copy0 real; copies>=1: title/section/first sentence + random real sentences"}
     if path.exists() and meta.exists() and json.loads(meta.read_text()) == want:
         return path
-    from sqa.indexing.readers import read_corpus
+    from sqa.indexing.corpus import read_corpus
 
     paras = [p for f in mini_files() for p in read_corpus(f)]
     sents = [s for p in paras for s in _SENT.split(p.text) if s]
@@ -149,7 +149,7 @@ def child_build(engine: str, files: list[str], index_dir: Path, cap: int | None)
         import Stemmer
 
         from sqa.indexing.embedded import TantivyBackend  # noqa: F401  (same import cost as tantivy)
-        from sqa.indexing.readers import read_corpus
+        from sqa.indexing.corpus import read_corpus
 
         ids, texts = [], []
         for f in files:
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                     "python": platform.python_version(), "shared_cpu": "yes: other jobs ran at the same time; see load_before/after",
                     "uptime_load_before": None, "uptime_load_after": load_avg()},
         "versions": _versions(),
-        "corpora": {"mini": "sqa index --preset mini: 9,251 StrategyQA gold + 150,679 distractor paragraphs",
+        "corpora": {"mini": "sqa index --corpus mini: 9,251 StrategyQA gold + 150,679 distractor paragraphs",
                     "2m": f"{a.size_2m:,} paragraphs resampled from the mini corpus (see module doc of bench/index.py)"},
         "queries": f"{len(queries) - 20} timed + 20 warm-up 10-word queries from StrategyQA train questions, top-10, one core",
         "targets": {"paragraphs_per_s": 10_000, "search_p50_ms_at_2m": 20},

@@ -36,7 +36,7 @@ def open_index(index_dir: str | Path, backend: str = "embedded", create: bool = 
 
     idx = Path(index_dir)
     if backend == "embedded" and not create and not (idx / "meta.json").exists():
-        raise IndexNotFound(f"{idx}: no index here; build one with `sqa index --preset mini --index-dir {idx}` "
+        raise IndexNotFound(f"{idx}: no index here; build one with `sqa index --corpus mini --index-dir {idx}` "
                             "or pass --index-dir")
     return open_backend(idx, backend, create=create, **options)
 
@@ -125,8 +125,8 @@ def check_head_states(head, model: str | LanguageModel) -> None:
 
     if head is None:
         return
-    name = model if isinstance(model, str) else getattr(model, "name", "")
-    no_states = is_served(name) if isinstance(model, str) else getattr(model, "has_hidden_states", True) is False
+    name = model if isinstance(model, str) else model.name
+    no_states = is_served(name) if isinstance(model, str) else not model.capabilities.hidden_states
     if no_states and head.spec.states:
         raise SqaError(f"the answer head ({head.spec.name}) reads hidden states, which the served model {name} does not "
                        f"return; pass --head with a log-odds head (`sqa eval --split train --model {name}` fits one) or use "
@@ -261,11 +261,10 @@ def features_reader(model: str, settings, index_dir: str | Path, backend: str = 
             from sqa.steps.decomposer import Decomposer
 
             decompose = Decomposer(lm, encode=sel.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache")
-        warm = getattr(lm, "warm_prefixes", None)
-        if warm is not None:
+        if lm.capabilities.prefix_cache:
             from sqa.facts.prompt import facts_prefix, plain_prefix
 
-            warm([plain_prefix(), facts_prefix()], sqa_home() / "cache")
+            lm.warm_prefixes([plain_prefix(), facts_prefix()], sqa_home() / "cache")
     except BaseException:
         be.close()
         raise

@@ -279,11 +279,20 @@ class LanguageModel(Protocol):
 
     A prompt is a :data:`Prompt`: raw text (the facts reader's prompts) or a :class:`ChatPrompt`
     (the steps reader's), which each model renders in its own chat template (llama.cpp: ChatML,
-    Qwen2.5's template; transformers: ``tokenizer.apply_chat_template``)."""
+    Qwen2.5's template; transformers: ``tokenizer.apply_chat_template``).
+
+    Every attribute below is declared, so callers read it directly and never probe with
+    ``getattr``; ``sqa.models.base.ModelBase`` gives the defaults (what a model without the
+    optional abilities has), which runtimes and test stand-ins inherit."""
 
     name: str
     prefers_batches: bool  # True on a GPU: callers send whole batches in lockstep
     capabilities: ModelCapabilities  # what it can do (hidden states, endpoint, read-out, template, ...)
+    path: object  # the weights file (pathlib.Path) when there is one, else None
+    hidden_size: int | None  # floats per hidden state (None: none)
+    readout_stats: dict | None  # a served model's yes/no read-out counts (None in-process)
+    server_info: dict | None  # a served model's server details, no credentials (None in-process)
+    cost: object  # a served model's calls/tokens/seconds (sqa.models.served_cache.Cost), else None
 
     def generate(self, prompts: Sequence[Prompt], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuation of each prompt, cut at the first stop string (not included)."""
@@ -296,6 +305,10 @@ class LanguageModel(Protocol):
     def hidden_states(self, prompts: Sequence[Prompt]) -> list:
         """For each prompt ``(state, log_odds)``: the final-layer hidden state of its last token
         (float32 numpy array, ``(hidden_size,)``) and ``log P(Yes) - log P(No)`` of the next token."""
+        ...
+
+    def warm_prefixes(self, texts: Sequence[str], cache_dir) -> list[str]:
+        """Keep the KV cache of fixed prompt heads in ``cache_dir`` when ``capabilities.prefix_cache``."""
         ...
 
 
@@ -334,7 +347,10 @@ class BatchReader(Protocol):
     writes it to disk at once).
 
     ``decomposition``: ``predicted`` (the decomposer writes the steps), ``gold`` (StrategyQA's
-    annotated steps) or ``question`` (one step: the question itself)."""
+    annotated steps) or ``question`` (one step: the question itself). ``model``: the
+    :class:`LanguageModel` it reads with (None for a stand-in without one)."""
+
+    model: object  # LanguageModel | None
 
     def answer_batch(self, questions: Sequence[Question], decomposition: str = "predicted",
                      on_result: Callable | None = None) -> list:

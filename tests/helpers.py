@@ -26,6 +26,7 @@ import sys
 import time
 
 from sqa.eval.metrics import annotator_evidence
+from sqa.models.base import ModelBase
 from sqa.models.chat import as_chatml_text
 from sqa.strategyqa import DISTRACTORS_FILE
 from sqa.trace import ReasoningResult, StepTrace
@@ -92,6 +93,8 @@ class FakeReader:
     """Answers from a hash of the qid; gold steps as decomposition; the first annotator's evidence
     IDs as paragraphs. Records every batch and the pool it was built for."""
 
+    model = None  # a stand-in reader reads with no model
+
     def __init__(self, pool=None, delay: float = 0.0):
         self.pool = pool
         self.delay = delay
@@ -116,7 +119,7 @@ class FakeReader:
         return out
 
 
-class ScriptedModel:
+class ScriptedModel(ModelBase):
     """A deterministic LanguageModel: the decomposer returns ``steps``; the reader answers step k
     with "ANSWER{k}"; P(yes) is 0.9 when the transcript holds "ANSWER1", else 0.2. Records every
     prompt it is given."""
@@ -177,11 +180,13 @@ import signal, sys, time, zlib
 import numpy as np
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import sqa.models.registry as R
+from sqa.models.base import ModelBase
+from sqa.types import ModelCapabilities
 
 
-class StateModel:
+class StateModel(ModelBase):
     name = "fake-states"
-    path = None
+    capabilities = ModelCapabilities(hidden_states=True, hidden_size=16)
 
     def hidden_states(self, prompts):
         time.sleep(0.2)

@@ -8,11 +8,15 @@ import numpy as np
 import pytest
 
 
-class StateModel:
+from sqa.models.base import ModelBase
+from sqa.types import ModelCapabilities
+
+
+class StateModel(ModelBase):
     """A deterministic stand-in reader: each prompt's state and log-odds from its CRC32."""
 
     name = "fake-states"
-    path = None
+    capabilities = ModelCapabilities(hidden_states=True, hidden_size=16)
 
     def hidden_states(self, prompts):
         out = []
@@ -201,3 +205,16 @@ def test_errors_are_the_subclass_a_caller_can_act_on(tmp_path):
     assert issubclass(sqa.ServerLost, sqa.ServerError) and all(
         issubclass(getattr(sqa, n), sqa.SqaError) for n in ("BadInput", "IndexNotFound", "ModelNotFound",
                                                              "HeadNotFound", "StoreMismatch", "ServerError"))
+
+
+def test_sqa_index_preset_is_the_old_spelling_of_corpus_with_a_one_line_pointer(gold_index, capsys):
+    from sqa.cli import main
+
+    assert main(["index", "--preset", "strategyqa", "--index-dir", str(gold_index.index_dir)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    pointer = [x for x in err if x.startswith("warning:")]
+    assert pointer == ["warning: `sqa index --preset strategyqa` is now `sqa index --corpus strategyqa` (--preset "
+                       "names reader configurations in ask and eval)"]
+    assert any("already built" in x for x in err)
+    assert main(["index", "--corpus", "strategyqa", "--index-dir", str(gold_index.index_dir)]) == 0
+    assert not [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning:")]

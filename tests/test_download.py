@@ -1,4 +1,4 @@
-"""``sqa index --preset full``: the resumable corpus download (sqa.indexing.download) against a local
+"""``sqa index --corpus full``: the resumable corpus download (sqa.indexing.download) against a local
 HTTP server that serves a small gzipped corpus of real lines (the shipped distractors, in the full
 corpus's format), cuts connections mid-file, honours or ignores range requests and can be slow;
 then the command interrupted mid-download and mid-index, resumed to the exact line count."""
@@ -236,7 +236,7 @@ def test_a_password_with_reserved_characters_is_sent_whole_and_never_shown(serve
 
 def test_cli_password_with_a_slash_in_corpus_url_is_never_printed(tmp_path):
     url = f"http://user:Zq9/SecretPW@127.0.0.1:{free_port()}/x"
-    r = run_sqa(["index", "--preset", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
+    r = run_sqa(["index", "--corpus", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
                 env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
     line = one_error_line(r)
     assert "cannot download the corpus (connection refused)" in line
@@ -244,16 +244,16 @@ def test_cli_password_with_a_slash_in_corpus_url_is_never_printed(tmp_path):
 
 
 def test_cli_an_empty_corpus_url_is_refused(tmp_path):
-    r = run_sqa(["index", "--preset", "full", "--corpus-url", "", "--index-dir", tmp_path / "idx"],
+    r = run_sqa(["index", "--corpus", "full", "--corpus-url", "", "--index-dir", tmp_path / "idx"],
                 env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
     assert "--corpus-url / $SQA_CORPUS_URL is empty" in one_error_line(r)
 
 
-# --- sqa index --preset full -----------------------------------------------------------------------
+# --- sqa index --corpus full -----------------------------------------------------------------------
 
 def test_cli_offline_is_exit_2_one_line_with_credentials_redacted(tmp_path):
     url = f"http://alice:s3cret@127.0.0.1:{free_port()}/{NAME}"
-    r = run_sqa(["index", "--preset", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
+    r = run_sqa(["index", "--corpus", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
                 env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
     line = one_error_line(r)
     assert f"{url.replace('alice:s3cret@', '')}: cannot download the corpus (connection refused)" in line
@@ -272,7 +272,7 @@ def test_cli_preset_full_killed_mid_download_and_mid_index_resumes_both_to_the_l
     server.data, server.lines = _corpus_bytes(20_000)
     home, d = tmp_path / "home", tmp_path / "idx"
     part = home / "corpus" / (NAME + ".part")
-    argv = sqa_argv() + ["index", "--preset", "full", "--corpus-url", server.url, "--index-dir", str(d),
+    argv = sqa_argv() + ["index", "--corpus", "full", "--corpus-url", server.url, "--index-dir", str(d),
                          "--commit-every", "1000"]
     env = {**__import__("os").environ, "SQA_HOME": str(home)}
 
@@ -305,7 +305,7 @@ def test_cli_preset_full_killed_mid_download_and_mid_index_resumes_both_to_the_l
     assert manifest["paragraph_count"] == server.lines == 20_000 and manifest["preset"] == "full"
     assert manifest["corpus_files"] == [str((home / "corpus" / NAME).resolve())]
     # and once more: already built, still no request
-    r = run_sqa(["index", "--preset", "full", "--corpus-url", server.url, "--index-dir", d], env={"SQA_HOME": str(home)})
+    r = run_sqa(["index", "--corpus", "full", "--corpus-url", server.url, "--index-dir", d], env={"SQA_HOME": str(home)})
     assert r.returncode == 0 and "already built" in r.stderr and server.log == []
 
 
@@ -314,7 +314,7 @@ def test_cli_preset_full_with_a_copy_on_disk_downloads_nothing(tmp_path):
     copy = tmp_path / "copy.jsonl.gz"
     copy.write_bytes(data)
     port = free_port()  # any download attempt would fail
-    r = run_sqa(["index", "--preset", "full", "--corpus", copy, "--index-dir", tmp_path / "idx"],
+    r = run_sqa(["index", "--corpus", "full", "--corpus", copy, "--index-dir", tmp_path / "idx"],
                 env={"SQA_HOME": str(tmp_path / "home"), "SQA_CORPUS_URL": f"http://127.0.0.1:{port}/x"})
     assert r.returncode == 0, r.stderr
     m = read_manifest(tmp_path / "idx")

@@ -155,7 +155,7 @@ def test_unreachable_url_is_one_clear_error_naming_the_url(monkeypatch, capsys, 
     err = capsys.readouterr().err
     assert f"cannot reach Elasticsearch at http://127.0.0.1:{port}" in err
     assert "s3cret" not in err and err.count("\n") == 1
-    assert main(["index", "--preset", "strategyqa", "--backend", "elasticsearch", "--index-dir", str(tmp_path)]) == 2
+    assert main(["index", "--corpus", "strategyqa", "--backend", "elasticsearch", "--index-dir", str(tmp_path)]) == 2
     assert f"http://127.0.0.1:{port}" in capsys.readouterr().err
 
 
@@ -176,7 +176,7 @@ def test_a_malformed_es_url_is_one_line_and_never_shows_the_password(tmp_path, u
     from helpers import one_error_line, run_sqa
 
     for args in (["search", "black sea", "--backend", "elasticsearch"],
-                 ["index", "--preset", "strategyqa", "--backend", "elasticsearch", "--index-dir", str(tmp_path)]):
+                 ["index", "--corpus", "strategyqa", "--backend", "elasticsearch", "--index-dir", str(tmp_path)]):
         r = run_sqa(args, env={"SQA_ES_URL": url})
         line = one_error_line(r)
         assert expect in line and "SQA_ES_URL=" in line
@@ -416,7 +416,7 @@ def test_fresh_never_deletes_an_index_sqa_did_not_create(es_env, tmp_path, capsy
         es.indices.create(index=name, mappings={"properties": {"invoice": {"type": "keyword"}}})
         es.index(index=name, id="1", document={"invoice": "A-17"}, refresh=True)
         for extra in (["--fresh"], []):
-            code = main(["index", "--preset", "strategyqa", "--backend", "elasticsearch", "--es-index", name,
+            code = main(["index", "--corpus", "strategyqa", "--backend", "elasticsearch", "--es-index", name,
                          "--index-dir", str(tmp_path / "idx"), *extra])
             err = capsys.readouterr().err
             assert code == 2 and f"'{name}' was not created by sqa" in err and err.count("\n") == 1
@@ -438,7 +438,7 @@ def test_sqa_index_killed_with_sigkill_resumes_to_the_exact_count(es_index, tmp_
     """``sqa index --backend elasticsearch`` on the 9,251 gold paragraphs, checkpoints every 2,000:
     kill -9 once the first checkpoint exists, re-run to the end, count = 9,251."""
     d = tmp_path / "idx"
-    argv = CLI + ["index", "--preset", "strategyqa", "--backend", "elasticsearch", "--es-index", es_index,
+    argv = CLI + ["index", "--corpus", "strategyqa", "--backend", "elasticsearch", "--es-index", es_index,
                   "--index-dir", str(d), "--commit-every", "2000"]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     t0 = time.monotonic()

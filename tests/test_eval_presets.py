@@ -23,13 +23,15 @@ import atexit, json, os, sys, zlib
 from collections import Counter
 import numpy as np
 import sqa.models.registry as R
+from sqa.models.base import ModelBase
+from sqa.types import ModelCapabilities
 
 READS, LOADS = Counter(), []
 
 
-class StateModel:
+class StateModel(ModelBase):
     name = "fake-states"
-    path = None
+    capabilities = ModelCapabilities(hidden_states=True, hidden_size=16)
 
     def hidden_states(self, prompts):
         out = []

@@ -15,7 +15,8 @@ from sqa.facts.prompt import (QuestionFeatures, decode_state, demo_qids, encode_
                                      facts_prompts, fixed_demos, interleave, plain_prompt)
 from sqa.facts.head import AnswerHead, FeatureSpec, accuracy_interval, feature_vector, paired_difference
 from sqa.strategyqa import load_questions
-from sqa.types import Question, SqaError
+from sqa.models.base import ModelBase
+from sqa.types import ModelCapabilities, Question, SqaError
 
 
 @pytest.fixture(scope="module")
@@ -252,11 +253,12 @@ def test_eval_any_dataset_file_with_the_facts_reader(tmp_path, gold_index):
     assert main(["eval", "--dataset", str(tmp_path / "bad.json"), "--head", str(hp)]) == 2
 
 
-class StateModel:
+class StateModel(ModelBase):
     """A LanguageModel stand-in with ``hidden_states``: the state is [number of fact lines, prompt
     length / 1000] and the log-odds +1 when the prompt's facts mention "Aristotle", else -1."""
 
     name = "states"
+    capabilities = ModelCapabilities(hidden_states=True, hidden_size=2)
 
     def __init__(self):
         self.prompts = []

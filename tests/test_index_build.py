@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sqa.cli import main
-from sqa.indexing import build_index, open_backend, preset_files, read_manifest
+from sqa.indexing import build_index, open_backend, corpus_files, read_manifest
 from sqa.indexing.build import CHECKPOINT, MANIFEST
 from sqa.indexing.embedded import TantivyBackend
 from sqa.strategyqa import DISTRACTORS_FILE, PARAGRAPHS_FILE
@@ -37,9 +37,9 @@ def distractor_file(path: Path, n: int, start: int = 0) -> Path:
 
 @pytest.fixture(scope="module")
 def gold_index_dir(tmp_path_factory):
-    """The 9,251 gold paragraphs indexed by the real command ``sqa index --preset strategyqa``."""
+    """The 9,251 gold paragraphs indexed by the real command ``sqa index --corpus strategyqa``."""
     d = tmp_path_factory.mktemp("gold") / "index"
-    assert main(["index", "--preset", "strategyqa", "--index-dir", str(d)]) == 0
+    assert main(["index", "--corpus", "strategyqa", "--index-dir", str(d)]) == 0
     return d
 
 
@@ -84,7 +84,7 @@ def test_cli_search_json_and_table(gold_index_dir, capsys):
 
 def test_cli_rerun_of_a_finished_index_is_a_no_op(gold_index_dir, capsys):
     before = read_manifest(gold_index_dir)
-    assert main(["index", "--preset", "strategyqa", "--index-dir", str(gold_index_dir)]) == 0
+    assert main(["index", "--corpus", "strategyqa", "--index-dir", str(gold_index_dir)]) == 0
     assert read_manifest(gold_index_dir) == before
     assert "already built" in capsys.readouterr().err
 
@@ -93,8 +93,8 @@ def test_cli_rerun_of_a_finished_index_is_a_no_op(gold_index_dir, capsys):
     (["search", QUERY], "no index here"),
     (["search", "  "], "empty query"),
     (["search", QUERY, "-k", "0"], "-k must be at least 1"),
-    (["index", "--preset", "bogus"], "unknown preset 'bogus'"),
-    (["index", "--preset", "mini", "--corpus", "x.jsonl"], "either --preset or --corpus"),
+    (["index", "--corpus", "bogus"], "unknown corpus 'bogus'"),
+    (["index", "--corpus", "mini", "--corpus", "x.jsonl"], "only full takes a file too"),
     (["index", "--corpus", "/nonexistent/corpus.jsonl.gz"], "/nonexistent/corpus.jsonl.gz"),
     (["search", QUERY, "--backend", "lucene"], "unknown backend 'lucene'"),
 ])
@@ -236,15 +236,15 @@ def test_sqa_index_killed_with_sigkill_resumes_to_the_exact_count(tmp_path):
         be.close()
 
 
-def test_preset_files_are_the_shipped_corpora():
-    assert preset_files("strategyqa") == [PARAGRAPHS_FILE]
-    assert preset_files("mini") == [PARAGRAPHS_FILE, DISTRACTORS_FILE]
+def test_corpus_files_are_the_shipped_corpora():
+    assert corpus_files("strategyqa") == [PARAGRAPHS_FILE]
+    assert corpus_files("mini") == [PARAGRAPHS_FILE, DISTRACTORS_FILE]
     from sqa.indexing.download import CORPUS_NAME
     from sqa.paths import sqa_home
 
-    assert preset_files("full") == [sqa_home() / "corpus" / CORPUS_NAME]  # where --preset full downloads it
-    with pytest.raises(SqaError, match="unknown preset 'bogus'; use mini, strategyqa, full"):
-        preset_files("bogus")
+    assert corpus_files("full") == [sqa_home() / "corpus" / CORPUS_NAME]  # where --corpus full downloads it
+    with pytest.raises(SqaError, match="unknown corpus 'bogus'; use mini, strategyqa, full"):
+        corpus_files("bogus")
 
 
 def test_a_fresh_build_finds_repeated_ids_without_index_lookups_and_a_resumed_one_looks_them_up(tmp_path, monkeypatch):
@@ -253,7 +253,7 @@ def test_a_fresh_build_finds_repeated_ids_without_index_lookups_and_a_resumed_on
     starts on an index holding paragraphs looks each ID up. Both replace a repeated ID."""
     import dataclasses
 
-    from sqa.indexing.readers import read_corpus
+    from sqa.indexing.corpus import read_corpus
 
     paras = list(read_corpus(distractor_file(tmp_path / "c.jsonl", 3_000)))
     calls = []

@@ -25,7 +25,7 @@ from sqa.cli import main
 from sqa.indexing import open_backend, read_manifest
 from sqa.indexing.build import CHECKPOINT, LOCK
 from sqa.indexing.embedded import TantivyBackend
-from sqa.indexing.readers import read_corpus
+from sqa.indexing.corpus import read_corpus
 from sqa.strategyqa import DISTRACTORS_FILE, PARAGRAPHS_FILE
 
 N_GOLD = 9_251
@@ -53,23 +53,23 @@ def test_fresh_refuses_a_directory_that_is_not_an_index_and_deletes_nothing(tmp_
         (["--index-dir", "."], home, {}),                       # the slip `--index-dir .`
         (["--index-dir", "~"], None, {"HOME": str(home)}),      # the slip `--index-dir ~`
     ]:
-        line = one_error_line(run_sqa(["index", "--preset", "strategyqa", "--fresh", *args], env=env, cwd=cwd))
+        line = one_error_line(run_sqa(["index", "--corpus", "strategyqa", "--fresh", *args], env=env, cwd=cwd))
         assert "not an sqa index" in line and "nothing was deleted" in line and "thesis.tex" in line
     assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == before
     assert (home / "thesis.tex").read_text(encoding="utf-8") == "years of work"
     # a file given as the index directory: refused, untouched
-    line = one_error_line(run_sqa(["index", "--preset", "strategyqa", "--fresh", "--index-dir", str(home / "thesis.tex")]))
+    line = one_error_line(run_sqa(["index", "--corpus", "strategyqa", "--fresh", "--index-dir", str(home / "thesis.tex")]))
     assert "is a file" in line and (home / "thesis.tex").read_text(encoding="utf-8") == "years of work"
 
 
 def test_fresh_rebuilds_an_index_and_keeps_files_it_did_not_create(tmp_path):
     d = tmp_path / "idx"
-    assert run_sqa(["index", "--preset", "strategyqa", "--fresh", "--index-dir", tmp_path / "new"]).returncode == 0
+    assert run_sqa(["index", "--corpus", "strategyqa", "--fresh", "--index-dir", tmp_path / "new"]).returncode == 0
     small = tmp_path / "small.jsonl"
     small.write_text("\n".join(real_lines(30)) + "\n", encoding="utf-8")
     assert run_sqa(["index", "--corpus", small, "--index-dir", d]).returncode == 0
     (d / "my-notes.txt").write_text("keep me", encoding="utf-8")
-    r = run_sqa(["index", "--preset", "strategyqa", "--fresh", "--index-dir", d])
+    r = run_sqa(["index", "--corpus", "strategyqa", "--fresh", "--index-dir", d])
     assert r.returncode == 0, r.stderr
     assert "kept 1 other entries (e.g. my-notes.txt)" in r.stderr
     assert (d / "my-notes.txt").read_text(encoding="utf-8") == "keep me"
@@ -188,7 +188,7 @@ def test_a_full_disk_during_indexing_is_one_line_naming_the_index(tmp_path):
         mnt.mkdir()
         d = mnt / "idx"
         script = (f"mount -t tmpfs -o size=2m tmpfs {shlex.quote(str(mnt))} && exec " + " ".join(
-            shlex.quote(a) for a in sqa_argv() + ["index", "--preset", "strategyqa", "--index-dir", str(d)]))
+            shlex.quote(a) for a in sqa_argv() + ["index", "--corpus", "strategyqa", "--index-dir", str(d)]))
         r = subprocess.run(unshare + ["sh", "-c", script], capture_output=True, text=True, timeout=300,
                            preexec_fn=default_sigint)
         want = "no space left on the device"
@@ -201,7 +201,7 @@ def test_a_full_disk_during_indexing_is_one_line_naming_the_index(tmp_path):
             default_sigint()
             resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
-        r = subprocess.run(sqa_argv() + ["index", "--preset", "strategyqa", "--index-dir", str(d)],
+        r = subprocess.run(sqa_argv() + ["index", "--corpus", "strategyqa", "--index-dir", str(d)],
                            capture_output=True, text=True, timeout=300, preexec_fn=limit)
         want = "file-size limit"
     line = one_error_line(r)
@@ -214,28 +214,28 @@ def test_a_second_concurrent_build_is_one_line(tmp_path):
     # 1) another `sqa index` holds the build lock
     with open(d / LOCK, "a+b") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        line = one_error_line(run_sqa(["index", "--preset", "strategyqa", "--index-dir", d]))
+        line = one_error_line(run_sqa(["index", "--corpus", "strategyqa", "--index-dir", d]))
     assert str(d) in line and "another `sqa index` is building this index" in line
     # 2) some other program holds tantivy's writer lock (the LockBusy of the issue)
     be = TantivyBackend(d)
     be._get_writer()
     try:
-        line = one_error_line(run_sqa(["index", "--preset", "strategyqa", "--index-dir", d]))
+        line = one_error_line(run_sqa(["index", "--corpus", "strategyqa", "--index-dir", d]))
     finally:
         be.close()
     assert str(d) in line and "another process is writing this index" in line
     # 3) --fresh while another program writes: refused before anything is deleted
-    assert run_sqa(["index", "--preset", "strategyqa", "--index-dir", d]).returncode == 0
+    assert run_sqa(["index", "--corpus", "strategyqa", "--index-dir", d]).returncode == 0
     files = sorted(p.name for p in d.iterdir())
     be = TantivyBackend(d)
     be._get_writer()
     try:
-        line = one_error_line(run_sqa(["index", "--preset", "strategyqa", "--fresh", "--index-dir", d]))
+        line = one_error_line(run_sqa(["index", "--corpus", "strategyqa", "--fresh", "--index-dir", d]))
     finally:
         be.close()
     assert "another process is writing this index" in line and "deleted nothing" in line
     assert sorted(p.name for p in d.iterdir()) == files and read_manifest(d)["paragraph_count"] == N_GOLD
-    r = run_sqa(["index", "--preset", "strategyqa", "--fresh", "--index-dir", d])  # free again: builds
+    r = run_sqa(["index", "--corpus", "strategyqa", "--fresh", "--index-dir", d])  # free again: builds
     assert r.returncode == 0 and f"in index {N_GOLD:,}" in r.stdout
 
 
@@ -264,7 +264,7 @@ def test_ctrl_c_right_after_a_commit_exits_130_not_1(tmp_path, monkeypatch, caps
         return w
 
     monkeypatch.setattr(TantivyBackend, "_get_writer", writer)
-    assert main(["index", "--preset", "strategyqa", "--index-dir", str(tmp_path / "idx")]) == 130
+    assert main(["index", "--corpus", "strategyqa", "--index-dir", str(tmp_path / "idx")]) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("interrupted:") and not any("consumed" in e for e in err)
 

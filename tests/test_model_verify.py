@@ -20,7 +20,8 @@ import pytest
 import sqa.models.registry as registry
 from sqa.facts.head import AnswerHead, FeatureSpec, shipped_head_path
 from sqa.models.registry import GgufSpec, assemble_gguf
-from sqa.types import Question, SqaError, SqaWarning
+from sqa.models.base import ModelBase
+from sqa.types import ModelCapabilities, Question, SqaError, SqaWarning
 
 
 def _spec(tmp_path, name: str = "t", prefix: str = "sqa_verify_part", n_mb: int = 6) -> tuple[GgufSpec, bytes]:
@@ -129,12 +130,12 @@ def test_a_head_for_another_model_size_is_refused_before_the_model_loads(tmp_pat
 
 # --- no NaN in any output --------------------------------------------------------------------------
 
-class _NaNModel:
+class _NaNModel(ModelBase):
     """A LanguageModel whose read-outs are NaN (what a damaged GGUF gave)."""
 
     name = "damaged-model"
-    prefers_batches = False
     hidden_size = 4
+    capabilities = ModelCapabilities(hidden_states=True, hidden_size=4)
 
     def hidden_states(self, prompts):
         return [(np.full(4, np.nan, dtype=np.float32), float("nan")) for _ in prompts]

@@ -28,11 +28,13 @@ STAND_IN = """
 import sys, zlib
 import numpy as np
 import sqa.models.registry as R
+from sqa.models.base import ModelBase
+from sqa.types import ModelCapabilities
 
 
-class StateModel:
+class StateModel(ModelBase):
     name = "fake-states"
-    path = None
+    capabilities = ModelCapabilities(hidden_states=True, hidden_size=16)
 
     def hidden_states(self, prompts):
         out = []

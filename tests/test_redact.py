@@ -104,7 +104,7 @@ def test_cli_search_index_and_eval_never_print_the_password(tmp_path, rejecting_
     for port in (free_port(), rejecting_server):
         env = {"SQA_ES_URL": f"http://elastic:{pw}@127.0.0.1:{port}", "SQA_HOME": str(tmp_path / "home")}
         for args in (["search", "sea", "--backend", "elasticsearch"],
-                     ["index", "--preset", "strategyqa", "--backend", "elasticsearch"],
+                     ["index", "--corpus", "strategyqa", "--backend", "elasticsearch"],
                      ["eval", "--reader", "steps", "--backend", "elasticsearch", "--limit", "1", "--out",
                       tmp_path / "run"]):
             r = run_sqa(args, env=env, timeout=120)

@@ -67,7 +67,7 @@ def mini_index(tmp_path_factory):
     from sqa.cli import main
 
     d = tmp_path_factory.mktemp("elsewhere") / "some" / "index"
-    assert main(["index", "--preset", "mini", "--index-dir", str(d)]) == 0
+    assert main(["index", "--corpus", "mini", "--index-dir", str(d)]) == 0
     return d
 
 

@@ -12,14 +12,16 @@ import pytest
 
 from sqa.facts.head import AnswerHead, FeatureSpec
 from sqa.strategyqa import load_questions
-from sqa.types import HeadNotFound, Question, SqaError
+from sqa.models.base import ModelBase
+from sqa.types import HeadNotFound, ModelCapabilities, Question, SqaError
 
 
-class StateModel:
+class StateModel(ModelBase):
     """A LanguageModel stand-in: the state is [number of fact lines, prompt length / 1000], the
     log-odds +1.5 after a prompt whose last fact line mentions "Sun", else -0.5 (the plain prompt: -0.5)."""
 
     name = "states"
+    capabilities = ModelCapabilities(hidden_states=True, hidden_size=2)
 
     def __init__(self):
         self.prompts = []

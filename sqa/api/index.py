@@ -10,30 +10,38 @@ import warnings
 from pathlib import Path
 from typing import Callable, Sequence, Union
 
+from sqa.indexing import CORPORA
+from sqa.indexing.build import BuildProgress
 from sqa.types import BadInput, Hit, Paragraph, SqaWarning
 
-CORPORA = ("mini", "strategyqa", "full")  # the named corpora (sqa.indexing.corpus_files)
+__all__ = ["BuildProgress", "CORPORA", "Index", "build_index_dir", "corpus_files"]
+
 Corpus = Union[str, Path, Sequence[Union[str, Path]]]
 
 
 def corpus_files(corpus: Corpus) -> tuple[list[Path], str | None]:
-    """``(files, name)`` of a corpus: a name of :data:`CORPORA` (``mini``: the 9,251 gold + 150,679
-    shipped distractor paragraphs = 159,930; ``strategyqa``: the gold only; ``full``: the 36.6M
-    paragraphs of the StrategyQA release, downloaded to ``$SQA_HOME/corpus`` when missing) or
-    corpus files (StrategyQA's full-corpus JSONL, plain/.gz/.xz, or ``strategyqa_train_paragraphs.json``).
-    Raises :class:`sqa.types.BadInput` for an unknown name or an empty list."""
-    from sqa.indexing import preset_files
+    """``(files, name)`` of a corpus: a name of :data:`sqa.indexing.CORPORA` (``mini``: the 9,251
+    gold + 150,679 shipped distractor paragraphs = 159,930; ``strategyqa``: the gold only;
+    ``full``: the 36.6M paragraphs of the StrategyQA release, downloaded to ``$SQA_HOME/corpus``
+    when missing), corpus files (StrategyQA's full-corpus JSONL, plain/.gz/.xz, or
+    ``strategyqa_train_paragraphs.json``), or ``["full", FILE]``: a copy of the full corpus on
+    disk. Raises :class:`sqa.types.BadInput` for an unknown name or an empty list."""
+    from sqa.indexing import corpus_files as named
 
-    if isinstance(corpus, str) and corpus in CORPORA:
-        return preset_files(corpus), corpus
-    if isinstance(corpus, (str, Path)):
-        if isinstance(corpus, str) and not Path(corpus).suffix and not Path(corpus).exists():
-            raise BadInput(f"unknown corpus {corpus!r}; use {', '.join(CORPORA)}, or corpus file paths")
-        return [Path(corpus)], None
-    files = [Path(f) for f in corpus]
-    if not files:
-        raise BadInput("no corpus files given")
-    return files, None
+    items = [corpus] if isinstance(corpus, (str, Path)) else list(corpus)
+    names = [c for c in items if isinstance(c, str) and c in CORPORA]
+    files = [Path(c) for c in items if not (isinstance(c, str) and c in CORPORA)]
+    if not items:
+        raise BadInput("no corpus given; use mini, strategyqa, full, or corpus file paths")
+    if len(names) > 1 or (names and files and (names != ["full"] or len(files) != 1)):
+        raise BadInput(f"corpus {' '.join(map(str, items))}: give one of {', '.join(CORPORA)}, or corpus files "
+                       "(only full takes a file too: a copy of the full corpus on disk, .jsonl.gz)")
+    if names and not files:
+        return named(names[0]), names[0]
+    for f in files:
+        if not f.suffix and not f.exists() and "/" not in str(f):
+            raise BadInput(f"unknown corpus {str(f)!r}; use {', '.join(CORPORA)}, or corpus file paths")
+    return files, names[0] if names else None
 
 
 def build_index_dir(files: Sequence[str | Path], index_dir: str | Path, backend: str = "embedded", *,
@@ -170,7 +178,8 @@ class Index:
 
         files, name = corpus_files(corpus)
         d = Path(path).expanduser() if path is not None else default_index_dir()
-        build_index_dir(files, d, backend, name=name, download=name == "full",
+        download = corpus == "full"  # ["full", FILE] indexes a copy on disk
+        build_index_dir(files, d, backend, name=name, download=download,
                         strict=strict, fresh=fresh, progress=progress)
         return cls(d, backend)
 

@@ -77,7 +77,9 @@ def score(predictions: Union[Mapping[str, dict], str, Path, "Run"], split: str |
     from sqa.strategyqa import load_questions as load_split
     from sqa.strategyqa import questions_by_id
 
-    if hasattr(predictions, "predictions") and hasattr(predictions, "path"):
+    from sqa.eval.results import Run
+
+    if isinstance(predictions, Run):
         source, preds = str(Path(predictions.path) / "predictions.json"), predictions.predictions
     elif isinstance(predictions, (str, Path)):
         source, preds = str(predictions), load_predictions(predictions)

@@ -101,7 +101,7 @@ class Reader:
         self.preset = preset
         # a loaded LanguageModel (any object with the Protocol's methods) is used as it is
         self._lm = model if model is not None and not isinstance(model, (str, Path)) else None
-        self.model = str(model or DEFAULT_MODEL) if self._lm is None else str(getattr(model, "name", "model"))
+        self.model = str(model or DEFAULT_MODEL) if self._lm is None else str(model.name)
         if base_url is not None or api != "auto" or allow_model_alias:
             from sqa.models.served_url import ServedOptions
 
@@ -113,8 +113,10 @@ class Reader:
             raise BadInput(f"k must be from 1 to {MAX_K:,} (got {k})")
         if head is not None and preset.reader != "facts":
             raise BadInput("head goes with the facts reader; the steps reader has no answer head")
-        if index is not None and hasattr(index, "path"):
-            self.index_dir, self.backend = Path(index.path), getattr(index, "backend", backend)
+        from sqa.api.index import Index
+
+        if isinstance(index, Index):
+            self.index_dir, self.backend = index.path, index.backend
         else:
             self.index_dir = Path(index).expanduser() if index is not None else default_index_dir()
             self.backend = backend

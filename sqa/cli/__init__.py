@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         if isinstance(e, cls["no_args"]):  # bare `sqa`: the help on stdout, the error on stderr
             print(e.format_message())
-            print("error: no command given; run one of the commands above, e.g. `sqa index --preset mini`",
+            print("error: no command given; run one of the commands above, e.g. `sqa index --corpus mini`",
                   file=sys.stderr)
             return 2
         if isinstance(e, cls["usage"]):

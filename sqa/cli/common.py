@@ -54,13 +54,13 @@ def served_options(base_url, api: str = "auto", allow_model_alias: bool = False)
 def served_json(model) -> dict:
     """For ``sqa ask --json`` with a served model: ``{"server": {endpoint, readout, ...}}`` (no
     credentials), else {}."""
-    info = getattr(model, "server_info", None)
+    info = model.server_info
     if not info:
         return {}
     keep = ("base_url", "model", "endpoint", "readout", "top_logprobs", "thinking", "prefill", "fingerprint")
     return {"server": {**{k: info[k] for k in keep if k in info},
-                       "readout_stats": dict(getattr(model, "readout_stats", {}) or {}),
-                       "cost": model.cost.to_dict() if hasattr(model, "cost") else None}}
+                       "readout_stats": dict(model.readout_stats or {}),
+                       "cost": model.cost.to_dict() if model.cost is not None else None}}
 
 
 ChatTemplateOpt = Annotated[
@@ -75,10 +75,10 @@ ChatTemplateOpt = Annotated[
 def served_warning(model, err) -> None:
     """Print one ``warning:`` line on ``err`` (a rich Console) when a served model's yes/no
     read-outs found neither Yes nor No among the server's top logprobs (``sqa.models.openai``)."""
-    stats = getattr(model, "readout_stats", None)
+    stats = model.readout_stats
     if stats and stats.get("missing"):
         err.print(f"warning: {stats['missing']} of {stats['readouts']} yes/no read-outs had neither Yes nor No among "
-                  f"the server's top {getattr(model, 'top_logprobs', '?')} logprobs (or no usable value) and were "
+                  f"the server's top {model.capabilities.top_logprobs} logprobs (or no usable value) and were "
                   "read as 0.5", markup=False, highlight=False)
     if stats and stats.get("generation"):
         err.print(f"note: {stats['generation']} of {stats['readouts']} yes/no read-outs were read by generation (the "

@@ -49,20 +49,6 @@ class _RateColumn(ProgressColumn):
         return Text(f"{speed:.3f} q/s" if speed else "– q/s", style="progress.data.speed")
 
 
-def _digest(path: Path) -> str:
-    """sha256 (12 hex) of a file's bytes, or of a directory's files (names and bytes, sorted)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for p in files:
-        h.update(str(p.relative_to(path) if path.is_dir() else p.name).encode())
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()[:12]
-
-
 @eval_app.callback(invoke_without_command=True)
 def eval_command(
     ctx: typer.Context,
@@ -168,7 +154,9 @@ def eval_one(*, split, protocol, limit, out, decomposition, preset, reader, orac
         dataset_questions = load_dataset_file(dataset, strict=strict, skipped=skipped)
         _warn_skipped(dataset, skipped, len(dataset_questions))
         split = "custom"
-        dataset_id = f"{dataset.name}:{_digest(dataset)}"
+        from sqa.hashing import content_digest
+
+        dataset_id = f"{dataset.name}:{content_digest(dataset)}"
     idx = resolve_index_dir(index_dir)
     head_obj = head_id = None
     template_id = ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,15 +13,19 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 
 from sqa.cli import app
 from sqa.cli.common import BackendOpt, IndexDirOpt, resolve_index_dir
-from sqa.api.index import CORPORA
-from sqa.types import SqaError
+from sqa.types import SqaError, SqaWarning
 
 
 @app.command("index")
 def index_command(
-    preset: Annotated[Optional[str], typer.Option(help="mini (9,251 gold + 150,679 distractors = 159,930 paragraphs), strategyqa (gold only) or full (the 36.6M-paragraph StrategyQA corpus: downloaded to $SQA_HOME/corpus first, resumably).")] = None,
-    corpus: Annotated[Optional[list[Path]], typer.Option("--corpus", help="Corpus file(s): full-corpus JSONL (plain/.gz) or strategyqa_train_paragraphs.json. Repeatable. With --preset full: a copy of the full corpus on disk (no download).")] = None,
-    corpus_url: Annotated[Optional[str], typer.Option("--corpus-url", help="Where --preset full downloads the corpus from (default: $SQA_CORPUS_URL, else the StrategyQA release).", show_default=False)] = None,
+    corpus: Annotated[Optional[list[str]], typer.Option("--corpus", help="mini (9,251 gold + 150,679 distractors = "
+                      "159,930 paragraphs; the default), strategyqa (gold only), full (the 36.6M-paragraph StrategyQA "
+                      "corpus: downloaded to $SQA_HOME/corpus first, resumably), or corpus file(s): full-corpus JSONL "
+                      "(plain/.gz) or strategyqa_train_paragraphs.json. Repeatable. --corpus full --corpus FILE: a "
+                      "copy of the full corpus on disk (no download).", show_default=False)] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", hidden=True, help="The old spelling of --corpus NAME.")]
+    = None,
+    corpus_url: Annotated[Optional[str], typer.Option("--corpus-url", help="Where --corpus full downloads the corpus from (default: $SQA_CORPUS_URL, else the StrategyQA release).", show_default=False)] = None,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed line instead of skipping and counting it.")] = False,
@@ -31,26 +36,25 @@ def index_command(
     commit_every: Annotated[Optional[int], typer.Option(help="Paragraphs between checkpoints (resume granularity); default 5,000,000 (embedded) or 200,000 (elasticsearch).", show_default=False)] = None,
 ) -> None:
     """Build the BM25 paragraph index once; re-running after an interruption resumes it."""
-    from sqa.api.index import build_index_dir, corpus_files
+    from sqa.api.index import BuildProgress, build_index_dir, corpus_files
 
-    if preset and corpus and preset != "full":
-        raise SqaError("give either --preset or --corpus, not both (only --preset full takes --corpus: a copy of the "
-                       "full corpus on disk)")
-    if corpus_url is not None and preset != "full":
-        raise SqaError("--corpus-url is for --preset full")
-    if preset == "full" and corpus and len(corpus) != 1:
-        raise SqaError("--preset full takes one --corpus file (the full corpus, .jsonl.gz)")
-    if not preset and not corpus:
-        preset = "mini"
+    if preset is not None:  # the old spelling: `sqa index --preset NAME` is `--corpus NAME`
+        warnings.warn(f"`sqa index --preset {preset}` is now `sqa index --corpus {preset}` (--preset names reader "
+                      "configurations in ask and eval)", SqaWarning, stacklevel=1)
+        if corpus and preset != "full":
+            raise SqaError(f"give either --corpus or the old --preset {preset}, not both")
+        corpus = [preset, *(corpus or [])]
     if backend not in ("embedded", "elasticsearch"):
         raise SqaError(f"unknown backend {backend!r}; use one of embedded, elasticsearch")
     if commit_every is not None and commit_every < 1:
         raise SqaError(f"--commit-every must be at least 1 (got {commit_every})")
     if es_workers < 1:
         raise SqaError(f"--es-workers must be at least 1 (got {es_workers})")
-    if preset and preset not in CORPORA:
-        raise SqaError(f"unknown preset {preset!r}; use {', '.join(CORPORA)}, or pass --corpus PATH")
-    files = list(corpus) if corpus else corpus_files(preset)[0]
+    corpus = corpus or ["mini"]
+    files, name = corpus_files(corpus)
+    download = corpus == ["full"]
+    if corpus_url is not None and not download:
+        raise SqaError("--corpus-url is for --corpus full")
     console = Console(stderr=True, soft_wrap=True)  # one message, one line
     skipped = [0]
 
@@ -67,7 +71,7 @@ def index_command(
         tasks: dict = {}
 
         def on_progress(p) -> None:
-            build = hasattr(p, "file")  # a BuildProgress, else the full corpus's download (FetchProgress)
+            build = isinstance(p, BuildProgress)  # else the full corpus's download (FetchProgress)
             key = ("build", p.file_index) if build else p.phase
             if key not in tasks:
                 desc = Path(p.file).name if build else "download" if p.phase == "download" else "check gzip"
@@ -78,9 +82,8 @@ def index_command(
             else:
                 progress.update(tasks[key], completed=p.done, total=p.total)
 
-        build_index_dir(files, resolve_index_dir(index_dir), backend, name=preset,
-                                 download=preset == "full" and not corpus, corpus_url=corpus_url, strict=strict,
-                                 fresh=fresh, commit_every=commit_every, es_index=es_index, es_workers=es_workers,
-                                 progress=on_progress, on_skip=on_skip,
-                                 on_note=lambda line: console.print(line, highlight=False, markup=False),
-                                 on_built=lambda report: typer.echo(report.summary()))
+        build_index_dir(files, resolve_index_dir(index_dir), backend, name=name, download=download,
+                        corpus_url=corpus_url, strict=strict, fresh=fresh, commit_every=commit_every, es_index=es_index,
+                        es_workers=es_workers, progress=on_progress, on_skip=on_skip,
+                        on_note=lambda line: console.print(line, highlight=False, markup=False),
+                        on_built=lambda report: typer.echo(report.summary()))

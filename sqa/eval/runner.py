@@ -124,10 +124,10 @@ def run_eval(
             try:
                 for pool, group in plan_fewshot(options.split, pending, options.folds):
                     reader = reader_for(pool)
-                    model = getattr(reader, "model", None)
-                    readouts = getattr(model, "readout_stats", None)  # a served model's yes/no read-out counts
-                    cost = getattr(model, "cost", None)  # a served model's calls and tokens (sqa.models.served_cache)
-                    _record_server(out_dir, getattr(model, "server_info", None))
+                    model = reader.model  # None for a stand-in reader without a model
+                    readouts = model.readout_stats if model is not None else None  # a served model's yes/no counts
+                    cost = model.cost if model is not None else None  # a served model's calls and tokens
+                    _record_server(out_dir, model.server_info if model is not None else None)
                     _record_model(out_dir, model)
                     for batch in _batches(group, options.batch_size):
                         clock = [time.perf_counter()]
@@ -251,15 +251,15 @@ def _record_model(out_dir: Path, model) -> None:
     """Add the model's name and ``capabilities`` (``sqa.types.ModelCapabilities.to_dict()``: hidden
     states, endpoint, read-out, which chat template rendered its chat prompts, ...) to ``run.json``
     as ``"model"``, as this session loaded it (not part of the run's identity)."""
-    caps = getattr(model, "capabilities", None)
-    if caps is None:
+    if model is None:
         return
+    caps = model.capabilities
     path = out_dir / RUN_FILE
     try:
         recorded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    info = {"name": getattr(model, "name", ""), "capabilities": caps.to_dict()}
+    info = {"name": model.name, "capabilities": caps.to_dict()}
     if recorded.get("model") != info:
         recorded["model"] = info
         write_json_atomic(path, recorded)

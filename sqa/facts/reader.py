@@ -69,7 +69,7 @@ class FactsReader:
             raise SqaError("this answer head reads facts, so it needs retrieval; use the no-retrieval head "
                            "(--no-retrieval picks it) or pass --head")
         if head is not None:
-            head.check_size(getattr(model, "hidden_size", None), getattr(model, "name", "") or "this model")
+            head.check_size(model.hidden_size, model.name or "this model")
         self.model = model
         self.head = head
         self.retriever = retriever
@@ -92,11 +92,10 @@ class FactsReader:
         if features_cache:
             check_features_file(features_cache)  # one line naming file, line and field, not a KeyError later
         self._cache = read_done(Path(features_cache)) if features_cache else {}
-        warm = getattr(model, "warm_prefixes", None)
-        if prefix_cache is not None and warm is not None:
+        if prefix_cache is not None and model.capabilities.prefix_cache:
             from sqa.facts.prompt import facts_prefix, plain_prefix
 
-            warm([plain_prefix()] + ([facts_prefix()] if self.reads_facts else []), prefix_cache)
+            model.warm_prefixes([plain_prefix()] + ([facts_prefix()] if self.reads_facts else []), prefix_cache)
 
     def _select(self, q: Question, steps: Sequence[str] = ()):
         """(facts, hits) for one question: the oracle's, the selector's when the head reads facts,
@@ -125,14 +124,14 @@ class FactsReader:
             raise SqaError(f"{self.head.shown}: has {len(self.head.coef):,} coefficients but question {q.qid or q.question!r} "
                            f"gave {x.size:,} features; the head was trained for another model or features file")
         if not np.all(np.isfinite(x)):
-            raise SqaError(f"model {getattr(self.model, 'name', '')}: its read-outs for question {q.qid or q.question!r} "
+            raise SqaError(f"model {self.model.name}: its read-outs for question {q.qid or q.question!r} "
                            "are not numbers (NaN/inf); the model or its files are damaged: download it again")
         p = float(self.head.p_yes(x))
         if not math.isfinite(p):
             raise SqaError(f"{self.head.shown}: P(yes) is not a number for question {q.qid or q.question!r}; "
                            "re-create the head with `sqa eval --split train`")
         r = features_result(q, qf, p, f"head:{self.head.spec.name}", k=self.k,
-                            model_name=getattr(self.model, "name", ""),
+                            model_name=self.model.name,
                             shows_facts=self.reads_facts, retrieval=self.retriever is not None)
         r.head = self.head.source or ""  # the file that answered (issue 41 item 1)
         return r
@@ -145,11 +144,11 @@ class FactsReader:
         name = f"f{len(qf.facts)}" if qf.facts and self.reads_facts else "plain"
         lo = qf.log_odds.get(name)
         if not _num(lo):
-            raise SqaError(f"model {getattr(self.model, 'name', '')}: its {name} read-out for question "
+            raise SqaError(f"model {self.model.name}: its {name} read-out for question "
                            f"{q.qid or q.question!r} is {'missing' if lo is None else 'not a number (NaN/inf)'}; "
                            "its file may be damaged, or the features cache lacks that read-out")
         r = features_result(q, qf, _sigmoid(lo), f"zero-shot:{'plain' if name == 'plain' else 'facts'}", k=self.k,
-                            model_name=getattr(self.model, "name", ""), shows_facts=self.reads_facts,
+                            model_name=self.model.name, shows_facts=self.reads_facts,
                             retrieval=self.retriever is not None)
         r.calibrated = False
         return r

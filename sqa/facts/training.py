@@ -12,7 +12,6 @@ Dev is never read here.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Sequence
@@ -138,20 +137,17 @@ def report(ds: Dataset, rows: Sequence[dict]) -> dict:
 
 
 def model_sha256(model) -> str | None:
-    """sha256 of the reader's GGUF file (None for a transformers model)."""
-    path = getattr(model, "path", None)
-    if path is None:
+    """sha256 of a loaded model's weights file (``model.path``; None for a transformers or served
+    model): the registry's for a built-in model (checked when it was assembled), else the file's."""
+    if model.path is None:
         return None
+    from sqa.hashing import file_sha256
     from sqa.models.registry import MODELS
 
     for spec in MODELS.values():  # built-in models: checked against this sha256 when assembled
-        if getattr(model, "name", None) == spec.name and Path(path).name == spec.filename:
+        if model.name == spec.name and Path(model.path).name == spec.filename:
             return spec.sha256
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return file_sha256(model.path)
 
 
 def fit_heads(ds: Dataset, rows: Sequence[dict], model_name: str, sha: str | None, provenance: dict,

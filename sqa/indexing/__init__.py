@@ -1,4 +1,4 @@
-"""Corpus -> index: streaming readers (``readers``), the BM25 backends (``embedded``: tantivy;
+"""Corpus -> index: corpus files streamed (``corpus``), the BM25 backends (``embedded``: tantivy;
 ``elastic``: Elasticsearch) and the resumable build driver (``build``).
 
 ``open_backend`` is the one place that maps a backend name to an implementation.
@@ -11,31 +11,31 @@ from pathlib import Path
 import warnings
 
 from sqa.indexing.build import CHECKPOINT, BuildReport, build_index, read_manifest
-from sqa.types import MAX_K, SearchBackend, SqaError, SqaWarning
+from sqa.types import BadInput, MAX_K, SearchBackend, SqaError, SqaWarning
 
 BACKENDS = ("embedded", "elasticsearch")
 
 
-PRESETS = ("mini", "strategyqa", "full")
+CORPORA = ("mini", "strategyqa", "full")
 
 
-def preset_files(preset: str) -> list[Path]:
-    """Corpus files of a preset: ``strategyqa`` = the 9,251 gold paragraphs; ``mini`` = gold +
+def corpus_files(name: str) -> list[Path]:
+    """The files of a named corpus: ``strategyqa`` = the 9,251 gold paragraphs; ``mini`` = gold +
     the 150,679 shipped distractors (159,930 paragraphs); ``full`` = the StrategyQA release's
-    36.6M-paragraph corpus at ``$SQA_HOME/corpus/`` (where ``sqa index --preset full`` downloads
+    36.6M-paragraph corpus at ``$SQA_HOME/corpus/`` (where ``sqa index --corpus full`` downloads
     it, see ``sqa.indexing.download``; the path is returned whether or not it is there yet).
-    Raises SqaError for another name."""
+    Raises BadInput for another name."""
     from sqa.strategyqa import DISTRACTORS_FILE, PARAGRAPHS_FILE
 
-    if preset == "strategyqa":
+    if name == "strategyqa":
         return [PARAGRAPHS_FILE]
-    if preset == "mini":
+    if name == "mini":
         return [PARAGRAPHS_FILE, DISTRACTORS_FILE]
-    if preset == "full":
+    if name == "full":
         from sqa.indexing.download import CORPUS_NAME, corpus_dir
 
         return [corpus_dir() / CORPUS_NAME]
-    raise SqaError(f"unknown preset {preset!r}; use {', '.join(PRESETS)}, or pass --corpus PATH")
+    raise BadInput(f"unknown corpus {name!r}; use {', '.join(CORPORA)}, or corpus file paths")
 
 
 def open_backend(index_dir: str | Path, backend: str = "embedded", create: bool = False, **options) -> SearchBackend:
@@ -87,5 +87,5 @@ def check_searchable(index_dir: str | Path, be: SearchBackend) -> None:
                       f"run {build} to finish it", SqaWarning, stacklevel=3)
 
 
-__all__ = ["BACKENDS", "MAX_K", "PRESETS", "BuildReport", "build_index", "check_searchable", "open_backend", "preset_files",
+__all__ = ["BACKENDS", "MAX_K", "CORPORA", "BuildReport", "build_index", "check_searchable", "open_backend", "corpus_files",
            "read_manifest"]

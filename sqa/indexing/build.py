@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from sqa.indexing.manifest import MANIFEST, corpus_id, read_manifest  # noqa: F401  (read_manifest re-exported)
-from sqa.indexing.readers import ReadStats, read_corpus
+from sqa.indexing.corpus import ReadStats, read_corpus
 from sqa.indexing.resume import check_final_count, json_file as _json_file, lost_since_checkpoint, session_start
 from sqa.jsonio import write_json_atomic
 from sqa.types import BadInput, SearchBackend, SqaError

@@ -1,9 +1,9 @@
-"""Fetch the full StrategyQA corpus (``sqa index --preset full``): a resumable HTTP download into
+"""Fetch the full StrategyQA corpus (``sqa index --corpus full``): a resumable HTTP download into
 ``$SQA_HOME/corpus``, then an integrity check.
 
 The file is ``corpus-enwiki-20200511-cirrussearch-parasv2.jsonl.gz`` of the StrategyQA release
 (Geva et al. 2021; URL as in the StrategyQA repository's README and docs/elasticsearch.md): 36.6M
-paragraphs in the full-corpus JSONL format read by ``sqa.indexing.readers``.
+paragraphs in the full-corpus JSONL format read by ``sqa.indexing.corpus``.
 
 Protocol (standard library ``urllib``; no extra dependency):
 
@@ -154,7 +154,7 @@ def _net_error(url: str, e: BaseException) -> SqaError:
 def verify_gzip(path: Path, on_progress: Callable[[FetchProgress], None] | None = None) -> int:
     """Inflate the whole gzip file ``path`` and return its line count. Raises SqaError naming the
     file when the stream is truncated or corrupt (CRC or length mismatch, bad header)."""
-    from sqa.indexing.readers import _STREAM_ERRORS
+    from sqa.indexing.corpus import _STREAM_ERRORS
     from isal import igzip_threaded
 
     size = path.stat().st_size

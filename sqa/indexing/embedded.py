@@ -100,7 +100,7 @@ class TantivyBackend:
         self.threads = threads or os.cpu_count() or 1
         self.heap_mb = heap_mb
         if not create and not (self.index_dir / "meta.json").exists():
-            raise SqaError(f"{self.index_dir}: no index here; build one with `sqa index --preset mini --index-dir {self.index_dir}`")
+            raise SqaError(f"{self.index_dir}: no index here; build one with `sqa index --corpus mini --index-dir {self.index_dir}`")
         if self.index_dir.exists() and not self.index_dir.is_dir():
             raise SqaError(f"{self.index_dir}: is a file, not an index directory; give a directory to --index-dir")
         self.index_dir.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ index has the same identity, wherever its directory lies. The identity (``index_
 
 - ``schema``: the manifest schema of this identity (``IDENTITY_SCHEMA``);
 - ``backend``: ``embedded`` (tantivy) or ``elasticsearch``;
-- ``corpus``: ``preset:<name>`` for a shipped preset (``sqa index --preset``), else
+- ``corpus``: ``preset:<name>`` for a shipped corpus (``sqa index --corpus NAME``), else
   ``files:<12 hex>``, the sha256 of the corpus files' base names and byte sizes (``corpus_id``:
   cheap for a 36.6M-paragraph corpus, and the same wherever the files are);
 - ``paragraph_count``: unique paragraphs in the index;

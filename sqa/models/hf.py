@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from sqa.models.base import ModelBase
 from sqa.models.llamacpp import NO_WORDS, YES_WORDS
 from sqa.models.chat import render_chatml
 from sqa.types import BadInput, ChatPrompt, ModelCapabilities, ModelNotFound, Prompt, SqaError
@@ -55,7 +56,7 @@ def _check_hub(name: str, filename: str = "config.json") -> None:
                        "names") from None
 
 
-class HFModel:
+class HFModel(ModelBase):
     """A transformers causal LM. ``model`` is a hub name or a directory; ``gguf_file`` names a GGUF
     file inside that directory (``from_pretrained(dir, gguf_file=...)``). ``device`` defaults to
     "cuda" when available, else "cpu"; dtype bfloat16 on CUDA, float32 on CPU. ``batch_size``

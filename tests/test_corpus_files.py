@@ -10,7 +10,7 @@ import lzma
 import pytest
 
 from helpers import real_lines
-from sqa.indexing.readers import (ReadStats, detect_format, read_corpus, read_corpus_jsonl,
+from sqa.indexing.corpus import (ReadStats, detect_format, read_corpus, read_corpus_jsonl,
                                   read_strategyqa_paragraphs)
 from sqa.strategyqa import DISTRACTORS_FILE, PARAGRAPHS_FILE
 from sqa.types import SqaError

@@ -1,4 +1,4 @@
-"""Streaming corpus readers.
+"""Corpus files, streamed (``read_corpus``; "reader" in sqa means the language-model reader).
 
 Two formats, both read in constant memory (the paragraph file is the exception: it is a single
 JSON object, 7.7 MB, so it is loaded whole):
