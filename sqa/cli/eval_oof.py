@@ -44,7 +44,7 @@ class OofDrawer:
             if self.bar is not None:
                 self.bar.stop()
                 self.bar = None
-            err.print(p.message)
+            err.print(p.message, soft_wrap=True)  # a log keeps each path whole
             return
         if self.bar is None:
             cols = (TextColumn("[bold]features"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
