@@ -53,55 +53,62 @@ def run_questions(split: Union[str, Path, Sequence[Question]] = "dev", limit: in
     return Questions(given[:limit] if limit else given, "custom", f"questions:{ident}", "questions", given)
 
 
-def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None] = "dev", *,
+def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None] = None, *,
              out: str | Path | None = None, limit: int | None = None, protocol: str | None = None,
              batch_size: int = 32, folds: int = 5, decomposition: str | None = None,
-             features_cache: str | Path | None = None, strict: bool = False,
-             progress: Callable | None = None) -> Run:
+             features_cache: str | Path | None = None, strict: bool = False, replace_heads: bool = False,
+             progress: Callable | None = None, on_note: Callable[[str], None] = lambda s: None) -> Run:
     """Answer the questions of ``split`` with ``reader`` (an :class:`sqa.Reader`) into the run
     folder ``out`` (default ``runs/eval/<split>-<reader>-<model>``) and return the
     :class:`sqa.eval.results.Run` (``metrics``: Accuracy with its 95 % interval, Recall@10, SARI,
     ECE, ...; ``predictions``: the leaderboard file).
 
-    ``split``: ``"dev"`` (229), ``"train"`` (2,290), ``"train-2061"``, ``"test"`` (no labels:
-    predictions only), ``"all"``, a question file, or a list of ``sqa.types.Question``; ``limit``:
-    the first N; ``protocol``: a named question set instead of ``split`` (``"dev-229"``,
+    ``split``: ``"dev"`` (229; the default), ``"train"`` (2,290), ``"train-2061"``, ``"test"`` (no
+    labels: predictions only), ``"all"``, a question file, or a list of ``sqa.types.Question``;
+    ``limit``: the first N; ``protocol``: a named question set instead of ``split`` (``"dev-229"``,
     ``"train-first-500"``, ...: ``sqa.eval.protocols``; recorded in ``run.json``, as is the one a
-    split's first N questions match). With the facts reader, train / train-2061 / all, and questions a head was fitted
-    on, are answered out-of-fold (:func:`sqa.api.out_of_fold.run_out_of_fold`; the heads are then
-    written to ``$SQA_HOME/heads``). Resumable: the same ``out`` continues where a run stopped;
-    Ctrl-C saves what is done and returns the Run with ``interrupted`` True.
+    split's first N questions match). How the answers are made is recorded as ``answering``: with
+    the facts reader, train / train-2061 / all, and questions the model's head was fitted on, are
+    answered out-of-fold (:func:`sqa.api.out_of_fold.run_out_of_fold`; the final heads are written
+    to ``$SQA_HOME/heads``, ``replace_heads`` removing the model's other heads of that kind), other
+    questions by the held-out head, or zero-shot when the model has none. Resumable: the same
+    ``out`` continues where a run stopped; Ctrl-C saves what is done and returns the Run with
+    ``interrupted`` True.
 
-    ``progress`` gets ``sqa.eval.runner.EvalProgress`` (done, total, correct, scored) at the start
-    and after each question, or ``sqa.eval.oof.OofProgress`` events for an out-of-fold run.
-    ``features_cache``: a features file whose questions are not read again (facts reader, one
-    head). Raises :class:`sqa.types.BadInput` for bad options, SqaError (the subclass that
-    applies) for a folder holding another run, a missing index, model or head."""
+    ``progress`` gets ``sqa.eval.runner.EvalProgress`` (done, total, correct, scored, cost) at the
+    start and after each question, or ``sqa.eval.oof.OofProgress`` events for an out-of-fold run;
+    ``on_note(line)``: which answer head answers. ``features_cache``: a features file whose
+    questions are not read again (facts reader, one head). Raises :class:`sqa.types.BadInput` for
+    bad options, SqaError (the subclass that applies) for a folder holding another run, a missing
+    index, model or head."""
     from sqa.eval.options import EvalOptions
+    from sqa.eval.protocols import get_protocol, protocol_limit, protocol_of
     from sqa.eval.rundir import check_run_file
     from sqa.eval.runner import run_eval
     from sqa.pipeline import check_head_states, index_info, load_head
 
-    from sqa.eval.protocols import get_protocol, protocol_limit, protocol_of
-
     preset, model = reader.preset, reader.model
     if protocol is not None:
-        if split not in (None, "dev"):
-            raise BadInput(f"protocol {protocol} names its own questions; leave out split {split!r}")
+        if split is not None:
+            flag = "--dataset" if isinstance(split, Path) or not isinstance(split, str) else "--split"
+            raise BadInput(f"--protocol {protocol} names its own questions; leave out {flag}")
         proto = get_protocol(protocol)
         split, limit = proto.split, protocol_limit(proto, limit)
-    qs = run_questions(split or "dev", limit, strict)
-    protocol = protocol if protocol is not None else protocol_of(qs.split, len(qs.questions))
-    decomposition = decomposition or preset.decomposition
     if features_cache is not None:  # checked line by line before any model loads
         from sqa.facts.reader import check_features_file
 
         check_features_file(features_cache)
+    qs = run_questions(split or "dev", limit, strict)
+    protocol = protocol if protocol is not None else protocol_of(qs.split, len(qs.questions))
+    decomposition = decomposition or preset.decomposition
     if preset.reader == "facts" and preset.oracle is None:
         from sqa.eval.oof import OofOptions, oof_pool
 
         pool = oof_pool(model, preset.retrieval, reader.head, qs.split, qs.questions)
         if pool is not None:
+            if reader.chat_template is not None:
+                raise BadInput("--chat-template: an out-of-fold run reads the facts reader's plain-text prompts, which "
+                               "no chat template renders; leave it out")
             if features_cache is not None:
                 raise BadInput("--features-cache goes with a run answered by one head; an out-of-fold run keeps its "
                                "features in $SQA_HOME/features (leave --features-cache out)")
@@ -112,7 +119,8 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None]
                                               folds=folds, retrieval=preset.retrieval, limit=limit,
                                               out=Path(out) if out else None, pool=pool[0], settings=pool[1],
                                               dataset=qs.dataset, preset=preset.name, stem=qs.stem,
-                                              base_url=reader.base_url, protocol=protocol), progress)
+                                              base_url=reader.base_url, protocol=protocol,
+                                              replace_heads=replace_heads), progress)
     head_obj = head_id = None
     if preset.reader == "facts":
         head_obj, head_id = load_head(model, preset.retrieval, preset.oracle, reader.head, qs.split, qs.given)
@@ -120,27 +128,36 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None]
     options = EvalOptions(split=qs.split, model=model, decomposition=decomposition, k=reader.k,
                           backend=reader.backend, folds=folds, limit=limit, batch_size=batch_size,
                           retrieval=preset.retrieval, reader=preset.reader, oracle=preset.oracle, head=head_id or "",
-                          dataset=qs.dataset, preset=preset.name, protocol=protocol)
+                          dataset=qs.dataset, preset=preset.name, protocol=protocol,
+                          chat_template=reader.chat_template_id)
     tag = decomposition if preset.retrieval else f"{decomposition}-noretrieval"
     if preset.reader == "facts":
         tag = f"facts{'-oracle-' + preset.oracle if preset.oracle else ''}{'' if preset.retrieval else '-noretrieval'}"
     out_dir = Path(out) if out else default_run_dir(qs.stem, tag, model)
     info = index_info(reader.index_dir, reader.backend) if (preset.retrieval or preset.oracle) else None
-    check_run_file(out_dir, options, info)  # refuse a mismatched folder before the model loads
+    record = {}
+    if head_obj is not None:  # which head answers, and how many questions it saw (issue 41 items 1 and 8)
+        from sqa.facts.heads import fitted_count
+
+        record["head"] = {"file": head_obj.source, "fitted_on": fitted_count(head_obj)}
+    check_run_file(out_dir, options, info, record)  # refuse a mismatched folder before the model loads
+    if head_obj is not None:
+        on_note(f"answer head {head_obj.source} (fitted on {record['head']['fitted_on']:,} questions)")
     summary = run_eval(options, out_dir, _reader_for(reader, head_obj, features_cache), questions=qs.questions,
                        index_info=info, on_progress=progress)
     return Run.from_summary(summary)
 
 
 def _reader_for(reader: "Reader", head, features_cache) -> Callable:
-    """``pool -> reader`` for ``sqa.eval.runner.run_eval``: the Reader's own pipeline (loaded once,
-    on the first question that needs answering), or with ``features_cache`` one built for it
-    (``sqa.pipeline.reader_factory``)."""
+    """``pool -> reader`` for ``sqa.eval.runner.run_eval``: the Reader's own pipeline when it is
+    loaded already (no second model load), else one built on the first question that needs
+    answering (``sqa.pipeline.reader_factory``, with ``head`` and ``features_cache``)."""
     from sqa.pipeline import reader_factory
 
-    if features_cache is not None:
-        return reader_factory(reader.preset, reader.model, reader.index_dir, reader.backend, reader.k, head=head,
-                              features_cache=features_cache, base_url=reader.base_url)
+    if not reader.loaded or features_cache is not None:
+        return reader_factory(reader.preset, reader.given_model, reader.index_dir, reader.backend, reader.k,
+                              head=head, features_cache=features_cache, base_url=reader.base_url,
+                              chat_template=reader.chat_template)
 
     def reader_for(pool):
         r = reader.pipeline.reader

@@ -77,7 +77,8 @@ class Reader:
     ``.gguf`` path, a Hugging Face checkpoint, ``openai:NAME`` with ``base_url`` (an
     OpenAI-compatible server; several URLs spread requests over several servers; ``api``: "auto",
     "chat" or "completions"; ``allow_model_alias``: accept answers naming another model), or a
-    loaded ``sqa.types.LanguageModel``. ``index``: an :class:`sqa.Index`, an index directory, or None
+    loaded ``sqa.types.LanguageModel``. ``chat_template``: a Jinja chat template file for the
+    steps reader's chat prompts (default: the model's own). ``index``: an :class:`sqa.Index`, an index directory, or None
     (``$SQA_HOME/index``); not opened by presets that read no evidence. ``k``: paragraphs
     retrieved (top-k); ``head``: an answer head file for the facts reader (default: the model's
     own, from ``sqa eval --split train``, or the shipped one). The model loads on the first
@@ -90,7 +91,7 @@ class Reader:
     def __init__(self, preset: Union[str, "Preset"] = "facts", model: Union[str, "LanguageModel", None] = None,
                  index: Union["Index", str, Path, None] = None, *, base_url: str | Sequence[str] | None = None,
                  api: str = "auto", allow_model_alias: bool = False, k: int = 10, head: str | Path | None = None,
-                 backend: str = "embedded"):
+                 chat_template: str | Path | None = None, backend: str = "embedded"):
         from sqa.models.registry import DEFAULT_MODEL, is_served
         from sqa.paths import default_index_dir
         from sqa.presets import get_preset
@@ -102,15 +103,20 @@ class Reader:
         # a loaded LanguageModel (any object with the Protocol's methods) is used as it is
         self._lm = model if model is not None and not isinstance(model, (str, Path)) else None
         self.model = str(model or DEFAULT_MODEL) if self._lm is None else str(model.name)
-        if base_url is not None or api != "auto" or allow_model_alias:
-            from sqa.models.served_url import ServedOptions
+        self.chat_template, self.chat_template_id = chat_template, ""
+        if chat_template is not None:
+            from sqa.models.chat import check_template_file
 
+            self.chat_template_id = check_template_file(chat_template)  # a broken file: one line, before any model
+        from sqa.models.served_url import ServedOptions, served_flags
+
+        if not isinstance(base_url, ServedOptions) and (base_url is not None or api != "auto" or allow_model_alias):
             base_url = ServedOptions(tuple([base_url] if isinstance(base_url, str) else base_url or ()), api,
                                      allow_model_alias)
         if base_url and not is_served(self.model):
-            raise BadInput(f"base_url goes with a served model (model='openai:NAME'), not {self.model!r}")
+            raise BadInput(f"{served_flags(base_url)} goes with a served model (--model openai:NAME), not {self.model!r}")
         if not 1 <= k <= MAX_K:
-            raise BadInput(f"k must be from 1 to {MAX_K:,} (got {k})")
+            raise BadInput(f"top-k must be from 1 to {MAX_K:,} (got {k})")
         if head is not None and preset.reader != "facts":
             raise BadInput("head goes with the facts reader; the steps reader has no answer head")
         from sqa.api.index import Index
@@ -122,6 +128,11 @@ class Reader:
             self.backend = backend
         self.base_url, self.k, self.head = base_url, k, head
         self._pipeline = None
+
+    @property
+    def given_model(self):
+        """The model as given: a loaded ``LanguageModel``, else its name (loaded on first use)."""
+        return self._lm or self.model
 
     @property
     def loaded(self) -> bool:
@@ -137,8 +148,8 @@ class Reader:
             head = None
             if self.head is not None:
                 head, _ = load_head(self.model, self.preset.retrieval, self.preset.oracle, self.head)
-            self._pipeline = build_reader(self.preset, self._lm or self.model, self.index_dir, self.backend, self.k, head=head,
-                                          base_url=self.base_url)
+            self._pipeline = build_reader(self.preset, self.given_model, self.index_dir, self.backend, self.k,
+                                          head=head, base_url=self.base_url, chat_template=self.chat_template)
         return self._pipeline
 
     def ask(self, question: str) -> Answer:

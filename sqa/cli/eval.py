@@ -22,7 +22,7 @@ from rich.text import Text
 
 from sqa.cli import app
 from sqa.cli.common import (AliasOpt, ApiOpt, BackendOpt, BaseUrlOpt, ChatTemplateOpt, IndexDirOpt, PresetOpt,
-                            choose_preset, metrics_table, resolve_index_dir, served_options)
+                            choose_preset, metrics_table, served_options)
 from sqa.cli.eval_retrieval import eval_retrieval_command
 from sqa.types import SqaError
 
@@ -119,168 +119,65 @@ def eval_command(
 def eval_one(*, split, protocol, limit, out, decomposition, preset, reader, oracle, head, dataset, features_cache, model,
              k, batch_size, folds, retrieval, index_dir, backend, strict, base_url, api, allow_model_alias, replace_heads,
              chat_template, lm=None) -> None:
-    """One preset over one question set (the body of ``sqa eval``); ``lm``: an already loaded model to
-    answer with (``sqa.cli.eval_presets`` shares one between presets)."""
-    from sqa.eval.results import default_run_dir
-    from sqa.eval.runner import EvalOptions, check_run_file, run_eval, select_questions
-    from sqa.pipeline import index_info, load_head, reader_factory
-    from sqa.models.registry import DEFAULT_MODEL
+    """One preset over one question set (the body of ``sqa eval``: :func:`sqa.api.evaluate.evaluate`
+    drawn on the terminal); ``lm``: an already loaded model to answer with (``sqa.cli.eval_presets``
+    shares one between presets)."""
+    from sqa.api.evaluate import evaluate
+    from sqa.api.reader import Reader
+    from sqa.cli.eval_oof import OofDrawer, print_oof_summary
+    from sqa.eval.oof import OofProgress
 
     chosen = choose_preset(preset, reader, retrieval, oracle)
-    base_url = served_options(base_url, api, allow_model_alias)
-    reader, retrieval, oracle = chosen.reader, chosen.retrieval, chosen.oracle
-    model = model or DEFAULT_MODEL
-    decomposition = decomposition or chosen.decomposition
-    dataset_id, dataset_questions = "", None
     if dataset is not None and split is not None:
         raise SqaError(f"give either --split {split} or --dataset {dataset}, not both")
-    if protocol is not None:
-        from sqa.eval.protocols import get_protocol, protocol_limit
-
-        if split is not None or dataset is not None:
-            raise SqaError(f"--protocol {protocol} names its own questions; leave out "
-                           f"{'--split' if split is not None else '--dataset'}")
-        proto = get_protocol(protocol)
-        split, limit = proto.split, protocol_limit(proto, limit)
-    split = split or "dev"
-    if features_cache is not None:  # checked line by line before any model loads
-        from sqa.facts.reader import check_features_file
-
-        check_features_file(features_cache)
-    if dataset is not None:
-        from sqa.strategyqa import load_dataset_file
-
-        skipped: list = []
-        dataset_questions = load_dataset_file(dataset, strict=strict, skipped=skipped)
-        _warn_skipped(dataset, skipped, len(dataset_questions))
-        split = "custom"
-        from sqa.hashing import content_digest
-
-        dataset_id = f"{dataset.name}:{content_digest(dataset)}"
-    idx = resolve_index_dir(index_dir)
-    head_obj = head_id = None
-    template_id = ""
-    if chat_template is not None:
-        from sqa.models.chat import check_template_file
-
-        template_id = check_template_file(chat_template)  # a missing or broken file: one line, before any model
-    if base_url and not model.startswith("openai:"):
-        from sqa.models.served_url import served_flags
-
-        raise SqaError(f"{served_flags(base_url)} goes with a served model (--model openai:NAME), not {model!r}")
-    questions = select_questions(split, limit) if dataset_questions is None else dataset_questions[:limit] \
-        if limit else dataset_questions
-    if protocol is None:
-        from sqa.eval.protocols import protocol_of
-
-        protocol = protocol_of(split if dataset is None else "custom", len(questions))
-    if reader == "facts" and oracle is None:
-        from sqa.eval.oof import OofOptions, oof_pool
-
-        pool = oof_pool(model, retrieval, head, split, questions)
-        if pool is not None:
-            if chat_template is not None:
-                raise SqaError("--chat-template: an out-of-fold run reads the facts reader's plain-text prompts, which "
-                               "no chat template renders; leave it out")
-            if features_cache is not None:
-                raise SqaError("--features-cache goes with a run answered by one head; an out-of-fold run keeps its "
-                               "features in $SQA_HOME/features (leave --features-cache out)")
-            from sqa.cli.eval_oof import eval_oof_command
-
-            eval_oof_command(OofOptions(split=split, questions=questions, model=model, index_dir=idx, backend=backend,
-                                        k=k, folds=folds, retrieval=retrieval, limit=limit, out=out, pool=pool[0],
-                                        settings=pool[1], dataset=dataset_id, preset=chosen.name,
-                                        stem=dataset.stem if dataset is not None else split, base_url=base_url, protocol=protocol,
-                                        replace_heads=replace_heads))
-            return
-    if reader == "facts":
-        from sqa.pipeline import check_head_states
-
-        head_obj, head_id = load_head(model, retrieval, oracle, head, split, dataset_questions)
-        check_head_states(head_obj, model)
-    options = EvalOptions(split=split, model=model, decomposition=decomposition, k=k, backend=backend, folds=folds,
-                          limit=limit, batch_size=batch_size, retrieval=retrieval, reader=reader, oracle=oracle,
-                          head=head_id or "", dataset=dataset_id, preset=chosen.name, protocol=protocol,
-                          chat_template=template_id)
-    tag = decomposition if retrieval else f"{decomposition}-noretrieval"
-    if reader == "facts":
-        tag = f"facts{'-oracle-' + oracle if oracle else ''}{'' if retrieval else '-noretrieval'}"
-    out_dir = out or default_run_dir(dataset.stem if dataset is not None else split, tag, model)
-    info = index_info(idx, backend) if (retrieval or oracle) else None
+    r = Reader(chosen, lm if lm is not None else model, index_dir, base_url=served_options(base_url, api, allow_model_alias),
+               k=k, head=head, chat_template=chat_template, backend=backend)
     console = Console(stderr=True)
-    record = {}
-    if head_obj is not None:  # which head answers, and how many questions it saw (issue 41 items 1 and 8)
-        from sqa.facts.heads import fitted_count
-
-        record["head"] = {"file": head_obj.source, "fitted_on": fitted_count(head_obj)}
-    check_run_file(Path(out_dir), options, info, record)  # refuse a mismatched --out before showing progress
-    if head_obj is not None:
-        console.print(f"answer head {head_obj.source} (fitted on {record['head']['fitted_on']:,} questions)", soft_wrap=True)
     columns = [TextColumn("[bold]eval {task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[acc]}")]
     with Progress(*columns, console=console, speed_estimate_period=24 * 3600.0,
-                  disable=not console.is_terminal) as progress:  # no bar frame in logs: an error stays one line
+                  disable=not console.is_terminal) as progress, OofDrawer(console) as oof:  # no bar frame in logs
         tasks: list = []
 
         def on_progress(p) -> None:
+            if isinstance(p, OofProgress):  # an out-of-fold run's event
+                return oof(p)
             acc = f"acc {p.accuracy:.3f} ({p.correct}/{p.scored})" if p.accuracy is not None else ""
             if p.cost:  # a served model: calls sent / from the response cache, tokens (sqa.models.served_cache)
                 c = p.cost
                 acc += (f"  calls {c['calls_sent']:,} (+{c['calls_cached']:,} cached), "
                         f"{(c['prompt_tokens'] + c['completion_tokens']) / 1000:.1f}k tok")
             if not tasks:  # start at what earlier sessions did, so the rate counts this session only
-                tasks.append(progress.add_task(split, total=p.total, completed=p.done, acc=acc))
+                tasks.append(progress.add_task(split or protocol or ("custom" if dataset else "dev"), total=p.total,
+                                               completed=p.done, acc=acc))
             progress.update(tasks[0], completed=p.done, acc=acc)
 
-        factory = reader_factory(chosen, lm if lm is not None else model, idx, backend, k, head=head_obj,
-                                 features_cache=features_cache, base_url=base_url, chat_template=chat_template)
-        summary = run_eval(options, out_dir, factory, questions=questions, index_info=info, on_progress=on_progress)
-    if summary.repaired_bytes:
-        console.print(f"dropped a cut last line ({summary.repaired_bytes} bytes) of {out_dir}/traces.jsonl")
-    out = Console()
-    m = summary.metrics
+        run = evaluate(r, dataset if dataset is not None else split, out=out, limit=limit, protocol=protocol,
+                       batch_size=batch_size, folds=folds, decomposition=decomposition, features_cache=features_cache,
+                       strict=strict, replace_heads=replace_heads, progress=on_progress,
+                       on_note=lambda line: console.print(line, soft_wrap=True))
+    if run.metrics and "out_of_fold" in run.metrics:
+        return print_oof_summary(run)
+    if run.repaired_bytes:
+        console.print(f"dropped a cut last line ({run.repaired_bytes} bytes) of {run.path}/traces.jsonl")
+    m, o = run.metrics, run.options
     if m:
         from sqa.eval.report import has_recall, has_steps
 
-        out.print(metrics_table({"n": m["n"], "Accuracy": m["Accuracy"], "majority (always no)": m["majority_baseline"]["Accuracy"],
-                                 **{f"Accuracy at {a['coverage']:.0%} coverage": a["Accuracy"]
-                                    for a in (m.get("accuracy_at_coverage") or {}).get("at", [])[:2]},
-                                 **({"Recall@10": m["Recall@10"]} if has_recall(m) else {}),
-                                 **({"SARI": m["SARI"]} if has_steps(m) and m["SARI"] is not None else {}),
-                                 "ECE": m["ECE"],
-                                 "seconds/question": m["seconds_per_question"]},
-                                f"sqa eval {split} ({reader}{', ORACLE ' + oracle if oracle else ''}, {decomposition}"
-                                + (", zero-shot: the model's own P(yes), uncalibrated"
-                                   if m.get("answering") == "zero-shot" else "") + ")"))
-    state = "interrupted" if summary.interrupted else ("complete" if summary.complete else "incomplete")
-    typer.echo(f"{state}: {summary.done}/{summary.total} questions ({summary.new} new) -> {out_dir} "
-               f"({', '.join(p.name for p in summary.files)})")
-    if summary.interrupted:
+        Console().print(metrics_table(
+            {"n": m["n"], "Accuracy": m["Accuracy"], "majority (always no)": m["majority_baseline"]["Accuracy"],
+             **{f"Accuracy at {a['coverage']:.0%} coverage": a["Accuracy"]
+                for a in (m.get("accuracy_at_coverage") or {}).get("at", [])[:2]},
+             **({"Recall@10": m["Recall@10"]} if has_recall(m) else {}),
+             **({"SARI": m["SARI"]} if has_steps(m) and m["SARI"] is not None else {}),
+             "ECE": m["ECE"], "seconds/question": m["seconds_per_question"]},
+            f"sqa eval {o['split']} ({o['reader']}{', ORACLE ' + o['oracle'] if o['oracle'] else ''}, {o['decomposition']}"
+            + (", zero-shot: the model's own P(yes), uncalibrated" if m.get("answering") == "zero-shot" else "") + ")"))
+    state = "interrupted" if run.interrupted else ("complete" if run.complete else "incomplete")
+    typer.echo(f"{state}: {run.done}/{run.total} questions ({run.new} new) -> {run.path} "
+               f"({', '.join(p.name for p in run.files)})")
+    if run.interrupted:
         raise KeyboardInterrupt
-
-
-def _warn_skipped(path: Path, skipped: list, kept: int, show: int = 5) -> None:
-    """One warning line per skipped dataset entry (the first ``show``), then one with the count."""
-    import warnings
-
-    from sqa.types import SqaWarning
-
-    for n, qid, problem in skipped[:show]:
-        warnings.warn(f"{path}: entry {n}{f' ({qid})' if qid else ''} skipped: {problem}", SqaWarning, stacklevel=2)
-    if skipped:
-        more = f" ({len(skipped) - show:,} more not shown)" if len(skipped) > show else ""
-        warnings.warn(f"{path}: {len(skipped):,} bad entries skipped{more}, {kept:,} questions kept; --strict stops "
-                      "at the first", SqaWarning, stacklevel=2)
-
-
-def _infer_split(qids: list[str]) -> str:
-    from sqa.strategyqa import load_questions
-
-    for split in ("dev", "train-2061", "train", "test", "all"):
-        ids = {q.qid for q in load_questions(split)}
-        if all(qid in ids for qid in qids):
-            return split
-    return "all"
 
 
 @eval_app.command("score")
@@ -293,32 +190,13 @@ def score_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the scores as a JSON object.")] = False,
 ) -> None:
     """Score a leaderboard-format predictions file with the official metrics (Accuracy, SARI, Recall@10)."""
-    from sqa.eval.leaderboard import load_predictions, score_predictions
-    from sqa.strategyqa import load_questions
+    from sqa.api.questions import score
 
-    preds = load_predictions(predictions)
-    from sqa.strategyqa import questions_by_id
-
-    known = questions_by_id()
-    unknown = [qid for qid in preds if qid not in known]
-    if unknown:
-        raise SqaError(f"{predictions}: {len(unknown):,} of {len(preds):,} predictions are for qids that are not "
-                       f"StrategyQA questions, e.g. {unknown[0]!r}; check the file's keys (qids like "
-                       f"{next(iter(known))!r})")
-    split = split or _infer_split(list(preds))
-    questions = load_questions(split)
-    if split in ("test", "all"):
-        labelled = [q for q in questions if q.answer is not None]
-        if split == "test" or any(qid not in {q.qid for q in labelled} for qid in preds):
-            raise SqaError(f"{predictions}: the test split has no public labels; only the official leaderboard "
-                           "(leaderboard.allenai.org/strategyqa) scores it")
-        questions = labelled
-    scores = score_predictions(preds, questions, allow_missing=allow_missing, source=str(predictions))
-    scores = {"split": split, **scores}
+    scores = score(predictions, split, allow_missing=allow_missing)
     if as_json:
         typer.echo(json.dumps(scores, indent=1))
         return
-    Console().print(metrics_table(scores, f"{predictions} vs {split}"))
+    Console().print(metrics_table(scores, f"{predictions} vs {scores['split']}"))
 
 
 eval_app.command("retrieval")(eval_retrieval_command)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sqa.cli.common import metrics_table
-from sqa.eval.oof import OofOptions, OofProgress
+from sqa.eval.oof import OofProgress
 
 
 class OofDrawer:
@@ -64,22 +64,16 @@ class OofDrawer:
             self.bar = None
 
 
-def eval_oof_command(options: OofOptions) -> None:
-    """Run ``options`` out-of-fold, drawing progress on stderr, then print the metrics table and one
-    summary line on stdout."""
-    from sqa.api.out_of_fold import run_out_of_fold
-
-    with OofDrawer(Console(stderr=True)) as draw:
-        run = run_out_of_fold(options, draw)
+def print_oof_summary(run) -> None:
+    """The metrics table and the summary line of an out-of-fold run (``sqa.eval.results.Run``) on stdout."""
     m = run.metrics
     if m:
-        oof = m["out_of_fold"]
         table = {"n": m["n"], "Accuracy": m["Accuracy"],
                  "95 % interval": "–".join(f"{v:.4f}" for v in m["Accuracy_interval95"] or []),
                  "AUC": m["AUC"], "majority (always no)": m["majority_baseline"]["Accuracy"],
                  "Recall@10": m["Recall@10"], "ECE": m["ECE"]}
-        for kind_, v in oof["without_demonstrations"].items():
+        for kind_, v in m["out_of_fold"]["without_demonstrations"].items():
             table[f"{kind_} head, without the demonstrations (n={v['n']})"] = v["accuracy"]
-        Console().print(metrics_table(table, f"sqa eval {options.split} (facts reader, {m['protocol']})"))
+        Console().print(metrics_table(table, f"sqa eval {run.options['split']} (facts reader, {m['protocol']})"))
     typer.echo(f"complete: {run.done}/{run.total} questions, {m['protocol'] if m else 'out-of-fold'} -> "
                f"{run.path} ({', '.join(p.name for p in run.files)})")
