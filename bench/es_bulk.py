@@ -76,7 +76,7 @@ def start_noida() -> tuple[str, subprocess.Popen]:
                 break
         except OSError:
             if proc.poll() is not None or time.monotonic() - t0 > 60:
-                raise SystemExit(f"noida-db did not start: {(data / 'log').read_text()[-300:]}")
+                raise SystemExit(f"noida-db did not start: {(data / 'log').read_text()[-300:]}") from None
             time.sleep(0.2)
     return url, proc
 

@@ -194,9 +194,9 @@ def read_corpus_jsonl(path: str | Path, stats: ReadStats | None = None, on_error
     try:
         lineno = 0
         if skip_lines:
-            for lineno, _ in zip(range(1, skip_lines + 1), f):
+            for lineno, _ in zip(range(1, skip_lines + 1), f):  # noqa: B007 (the count is used below)
                 pass
-        for lineno, line in enumerate(f, start=lineno + 1):
+        for lineno, line in enumerate(f, start=lineno + 1):  # noqa: B020 (numbering goes on from the skipped lines)
             stats.position = lineno
             if not lineno & 255:  # tell() is a system call: update the progress position every 256 lines
                 stats.bytes_read = raw.tell()
