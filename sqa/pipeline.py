@@ -50,15 +50,15 @@ def index_info(index_dir: str | Path, backend: str = "embedded") -> dict:
     return {**index_identity(manifest, backend), "preset": manifest.get("preset"), "built_at": manifest.get("built_at")}
 
 
-def make_retriever(backend: SearchBackend, name: str = "step") -> Retriever:
+def make_retriever(backend: SearchBackend, name: str = "step", rerank: bool = False) -> Retriever:
     """A ``Retriever`` over ``backend``: ``step`` (``StepRetriever``; its old name ``ours`` is still
-    read), ``official`` (``OfficialRetriever``: IR-Q / IR-ORA-D) or ``backend`` (``BackendRetriever``).
+    read; ``rerank``: re-order its candidates with MiniLM), ``official`` (``OfficialRetriever``: IR-Q / IR-ORA-D) or ``backend`` (``BackendRetriever``).
     Raises SqaError for another name."""
     name = OLD_RETRIEVER_NAMES.get(name, name)
     if name == "step":
         from sqa.retriever.steps import StepRetriever
 
-        return StepRetriever(backend)
+        return StepRetriever(backend, rerank=rerank)
     if name == "official":
         from sqa.retriever.official import OfficialRetriever
 
@@ -269,3 +269,33 @@ def features_reader(model: str, settings, index_dir: str | Path, backend: str = 
         be.close()
         raise
     return FeaturesReader(lm, sel, decompose, be)
+
+
+def shared_model(model: str | None, chat_template: str | Path | None = None, loading: Callable | None = None):
+    """The model several presets answer with (``sqa eval --preset a,b``), loaded once on first use
+    and remembering each prompt's reading (``sqa.models.memo.SharedReadings``); None for a served
+    model (each run talks to the server). ``loading(model)``: a context manager shown while it loads."""
+    from contextlib import nullcontext
+
+    from sqa.models.memo import SharedReadings
+    from sqa.models.registry import DEFAULT_MODEL, load_model
+
+    model = model or DEFAULT_MODEL
+    if model.startswith("openai:"):
+        return None
+    kw = {"chat_template": chat_template} if chat_template is not None else {}
+
+    def load():
+        with (loading or (lambda m: nullcontext()))(model):
+            return load_model(model, **kw)
+
+    return SharedReadings(load=load, name=model)
+
+
+def make_decomposer(model: LanguageModel):
+    """The decomposer (``sqa.steps.decomposer.Decomposer``) over ``model``, its demonstrations'
+    embeddings cached in ``$SQA_HOME/cache``."""
+    from sqa.paths import sqa_home
+    from sqa.steps.decomposer import Decomposer
+
+    return Decomposer(model, cache_dir=sqa_home() / "cache")

@@ -152,3 +152,48 @@ def test_presets_and_the_older_flags_agree(capsys):
         choose_preset("facts", None, False, None)
     with pytest.raises(SqaError, match="unknown preset 'fact'"):
         choose_preset("fact", None, None, None)
+
+
+# what only the composition (sqa.pipeline) and the library (sqa.api) may build: an index engine, a
+# retriever, a model, a reader or a decomposer. The CLI parses flags, calls sqa.api and draws.
+CLI_MAY_NOT_IMPORT = {"sqa.indexing", "sqa.indexing.embedded", "sqa.indexing.elastic", "sqa.indexing.build",
+                      "sqa.retriever", "sqa.steps.decomposer", "sqa.steps.reader", "sqa.facts.store",
+                      "sqa.eval.runner"}
+WIRING_NAMES = {"open_backend", "open_index", "build_reader", "reader_factory", "make_retriever", "features_reader",
+                "load_model", "Decomposer", "FactsReader", "StepsReader", "StepRetriever", "OfficialRetriever",
+                "BackendRetriever", "SharedReadings", "run_eval", "run_oof", "build_index"}
+
+
+def _cli_imports(path: Path) -> list[tuple[str, str]]:
+    """``(module, name)`` of every ``from sqa... import name`` in ``path``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sqa"):
+            out += [(node.module, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names if a.name.startswith("sqa")]
+    return out
+
+
+def test_the_cli_imports_no_private_name_and_wires_no_stage():
+    bad = []
+    for module, path in _ALL.items():
+        if not module.startswith("sqa.cli"):
+            continue
+        for src, name in _cli_imports(path):
+            if name.startswith("_") and not name.startswith("__"):
+                bad.append(f"{module} imports the private {src}.{name}")
+            if any(src == m or src.startswith(m + ".") for m in CLI_MAY_NOT_IMPORT) or name in WIRING_NAMES:
+                bad.append(f"{module} wires a stage: from {src} import {name}")
+    assert not bad, "\n".join(bad)
+    # the check can fail: what sqa/cli/eval_oof.py did before issue 39
+    assert ("sqa.cli.eval", "_default_out") in _cli_imports_of("from sqa.cli.eval import _default_out")
+    assert "open_index" in WIRING_NAMES
+
+
+def _cli_imports_of(code: str) -> list[tuple[str, str]]:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(code)
+    return _cli_imports(Path(f.name))

@@ -107,7 +107,8 @@ def test_step_retriever_uses_answers_and_returns_unique_top_k(gold_index):
 
 
 def test_eval_retrieval_on_gold_index(gold_index, tmp_path):
-    from sqa.cli.eval_retrieval import load_decompositions, run_retrieval_eval
+    from sqa.api.retrieval import run_retrieval_eval
+    from sqa.eval.retrieval import load_decompositions
 
     index_dir = gold_index.index_dir
     res = run_retrieval_eval(index_dir, "embedded", "dev", "gold", tmp_path / "gold.json")

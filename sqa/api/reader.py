@@ -128,6 +128,25 @@ class Reader:
             self.backend = backend
         self.base_url, self.k, self.head = base_url, k, head
         self._pipeline = None
+        self._head = None  # the answer head preflight() loaded
+
+    def preflight(self):
+        """Check, before the model loads, what can be: the index (when the preset retrieves), the
+        model's file, the facts reader's answer head and that the model gives what the head reads.
+        Returns that head (None: zero-shot, or the steps reader). Raises the SqaError subclass
+        that applies (:class:`sqa.types.IndexNotFound`, :class:`sqa.types.ModelNotFound`, ...)."""
+        from sqa.models.registry import resolve_gguf
+        from sqa.pipeline import check_head_states, load_head, open_index
+
+        if self.preset.retrieval or self.preset.oracle:
+            open_index(self.index_dir, self.backend).close()  # a missing index is named before the model loads
+        if self._lm is None:
+            resolve_gguf(self.model)  # a missing .gguf file is named before the head is looked for
+        if self.preset.reader != "facts":
+            return None
+        self._head, _ = load_head(self.model, self.preset.retrieval, self.preset.oracle, self.head)
+        check_head_states(self._head, self.given_model)  # a states head with a served model: named before it loads
+        return self._head
 
     @property
     def given_model(self):
@@ -145,8 +164,8 @@ class Reader:
         if self._pipeline is None:
             from sqa.pipeline import build_reader, load_head
 
-            head = None
-            if self.head is not None:
+            head = self._head
+            if head is None and self.head is not None:
                 head, _ = load_head(self.model, self.preset.retrieval, self.preset.oracle, self.head)
             self._pipeline = build_reader(self.preset, self.given_model, self.index_dir, self.backend, self.k,
                                           head=head, base_url=self.base_url, chat_template=self.chat_template)
@@ -188,3 +207,36 @@ class Reader:
 
     def __repr__(self) -> str:
         return f"Reader(preset={self.preset.name or self.preset.reader!r}, model={self.model!r}, index={str(self.index_dir)!r})"
+
+
+def steps_for_display(reader, question: str, result, k: int, status=None, note=lambda line: None):
+    """``sqa ask --steps`` with the facts reader (``reader``: a loaded ``sqa.facts.reader.FactsReader``):
+    write the decomposition into ``result.steps`` (``sqa.trace.ReasoningResult``) and find each
+    step's best sentence (``sqa.facts.sources.step_evidence``); returns ``(facts per step, how the
+    demonstrations were picked)``. Shown only: the answer does not read them.
+
+    The decomposer (``sqa.steps.decomposer.Decomposer``) sees the 3 train-2061 questions nearest
+    in meaning (all-MiniLM-L6-v2), whatever their answers, the nearest last; without the MiniLM
+    weights, the 3 nearest by BM25 (``bench/results/decomposition_demos.json``: SARI against dev's
+    gold decompositions for both). ``status(message)``: a context manager shown while a phase
+    runs; ``note(line)``: what is worth a line (the BM25 fallback)."""
+    from contextlib import nullcontext
+
+    from sqa.facts.sources import default_annotated_facts, step_evidence
+    from sqa.pipeline import make_decomposer
+    from sqa.trace import StepTrace
+
+    status = status or (lambda message: nullcontext())
+    with status("loading MiniLM (demonstrations and step evidence)…"):
+        dec = make_decomposer(reader.model)
+    if dec.note:
+        note(f"note: demonstrations and step evidence by BM25 ({dec.note})")
+    with status("decomposing…"):
+        result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(dec(question), start=1)]
+        facts: list[list] = []
+        for s in result.steps:
+            fs = step_evidence(s.question, reader.retriever, default_annotated_facts(), question=question, k=k,
+                               encode=dec.encode) if reader.retriever is not None else []
+            s.evidence = [f.ref for f in fs if f.source == "wikipedia"]
+            facts.append(fs)
+    return facts, dec.demos_by

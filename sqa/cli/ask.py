@@ -61,7 +61,7 @@ def ask_command(
     chat_template: ChatTemplateOpt = None,
 ) -> None:
     """Answer a yes/no question with a preset's reader (default facts) and show the evidence."""
-    from sqa.pipeline import build_reader
+    from sqa.api.reader import Reader
 
     if not question.strip():
         raise SqaError("empty question; pass the question text, e.g. sqa ask \"Is the sun a star?\"")
@@ -82,8 +82,8 @@ def ask_command(
         return _ask_facts(question, model, k, chosen, as_json, steps, head, resolve_index_dir(index_dir), backend, err,
                           base_url, chat_template)
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        pipe = build_reader(chosen, model, resolve_index_dir(index_dir), backend, k, base_url=base_url,
-                            chat_template=chat_template)
+        pipe = Reader(chosen, model, resolve_index_dir(index_dir), base_url=base_url, k=k, chat_template=chat_template,
+                      backend=backend).pipeline
     with err.status("reasoning…", spinner="dots"):
         result = pipe.reader.answer_batch([Question(qid="", question=question)], decomposition=decomposition)[0]
     served_warning(pipe.model, err)
@@ -146,18 +146,13 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     for a model without a head, its own uncalibrated P(yes), said so); with ``--steps`` the decomposer's steps too (for the reader of the output; the answer does not use them)."""
     import time
 
-    from sqa.pipeline import build_reader, check_head_states, load_head, open_index
-    from sqa.models.registry import resolve_gguf
+    from sqa.api.reader import Reader, steps_for_display
 
     no_retrieval = not preset.retrieval
-    if not no_retrieval:
-        open_index(index_dir, backend).close()  # a missing index is named before the model loads
-    resolve_gguf(model)  # a missing .gguf file is named before the head is looked for
-    h, _ = load_head(model, preset.retrieval, preset.oracle, head)
-    check_head_states(h, model)  # a head that reads hidden states, with a served model: named before it loads
+    r = Reader(preset, model, index_dir, base_url=base_url, k=k, head=head, chat_template=chat_template, backend=backend)
+    h = r.preflight()
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        reader = build_reader(preset, model, index_dir, backend, k, head=h, base_url=base_url,
-                              chat_template=chat_template).reader
+        reader = r.pipeline.reader
     t = time.perf_counter()
     with err.status("reading…", spinner="dots"):
         result = reader.answer_batch([Question(qid="", question=question)], decomposition="question")[0]
@@ -165,7 +160,9 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     demos_by = ""
     if steps and not result.steps:  # a head that reads step facts has written them already
         t_steps = time.perf_counter()
-        step_facts, demos_by = _show_steps(question, reader, result, k, err)
+        step_facts, demos_by = steps_for_display(
+            reader, question, result, k, status=lambda m: err.status(m, spinner="dots"),
+            note=lambda line: err.print(f"[dim]{escape(line)}[/dim]"))
         result.timings["steps"] = round(time.perf_counter() - t_steps, 3)
     served_warning(reader.model, err)
     result.timings["total"] = round(time.perf_counter() - t, 3)
@@ -223,33 +220,3 @@ def fit_command(model: str, served=None) -> str:
                                                                                         "auto")
     return train_command(model) + "".join(f" --base-url {redact_url(u)}" for u in urls) \
         + (f" --api {api}" if api != "auto" else "")
-
-
-def _show_steps(question: str, reader, result, k: int, err: Console) -> tuple[list[list], str]:
-    """``sqa ask --steps`` with the facts reader: write the decomposition into ``result.steps`` and
-    find each step's best sentence (``sqa.facts.sources.step_evidence``); returns the per-step
-    facts and how the demonstrations were picked. Shown only: the answer does not read them.
-
-    The decomposer (``sqa.steps.decomposer.Decomposer``) sees the 3 train-2061 questions nearest
-    in meaning (all-MiniLM-L6-v2), whatever their answers, the nearest last; without the MiniLM
-    weights, the 3 nearest by BM25 (``bench/results/decomposition_demos.json``: SARI against dev's
-    gold decompositions for both)."""
-    from sqa.paths import sqa_home
-    from sqa.steps.decomposer import Decomposer
-    from sqa.facts.sources import default_annotated_facts, step_evidence
-    from sqa.trace import StepTrace
-
-    with err.status("loading MiniLM (demonstrations and step evidence)…", spinner="dots"):
-        dec = Decomposer(reader.model, cache_dir=sqa_home() / "cache")
-    if dec.note:
-        err.print(f"[dim]note: demonstrations and step evidence by BM25 ({escape(dec.note)})[/dim]")
-    encode = dec.encode
-    with err.status("decomposing…", spinner="dots"):
-        result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(dec(question), start=1)]
-        facts: list[list] = []
-        for s in result.steps:
-            fs = step_evidence(s.question, reader.retriever, default_annotated_facts(), question=question, k=k,
-                               encode=encode) if reader.retriever is not None else []
-            s.evidence = [f.ref for f in fs if f.source == "wikipedia"]
-            facts.append(fs)
-    return facts, dec.demos_by

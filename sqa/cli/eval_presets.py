@@ -40,25 +40,6 @@ def _default_out(params: dict, names: list[str]) -> Path:
     return Path("runs") / "eval" / f"{stem}-{'+'.join(names)}-{re.sub(r'[^A-Za-z0-9._-]+', '_', Path(model).name or 'default')}"
 
 
-def _shared_model(params: dict):
-    """The model every preset answers with, loaded once on first use; None for a served model
-    (each run talks to the server)."""
-    from sqa.models.memo import SharedReadings
-    from sqa.models.registry import DEFAULT_MODEL, load_model
-
-    model = params["model"] or DEFAULT_MODEL
-    if model.startswith("openai:"):
-        return None
-
-    kw = {"chat_template": params["chat_template"]} if params.get("chat_template") is not None else {}
-
-    def load():
-        with Console(stderr=True).status(f"loading {model}…"):
-            return load_model(model, **kw)
-
-    return SharedReadings(load=load, name=model)
-
-
 def eval_presets(params: dict) -> None:
     """Run each preset of ``params["preset"]`` (comma-separated) with the other ``sqa eval``
     options on the same questions, then print the comparison. Raises SqaError (one line) for an
@@ -75,7 +56,10 @@ def eval_presets(params: dict) -> None:
             raise SqaError(f"{flag} picks one reader's setting; with several presets ({params['preset']}) each uses "
                            "its own; run that preset alone to change it")
     out = Path(params["out"]) if params["out"] else _default_out(params, names)
-    lm = _shared_model(params)
+    from sqa.pipeline import shared_model
+
+    lm = shared_model(params["model"], params.get("chat_template"),
+                      loading=lambda m: Console(stderr=True).status(f"loading {m}…"))
     err = Console(stderr=True)
     for i, name in enumerate(names):
         err.print(f"[bold]preset {name}[/bold] ({i + 1} of {len(names)}) -> {out / name}")

@@ -29,7 +29,7 @@ def search_command(
     backend: BackendOpt = "embedded",
 ) -> None:
     """Search the paragraph index (BM25 over title, section and text)."""
-    from sqa.indexing import open_backend
+    from sqa.api.index import Index
 
     if not query.strip():
         raise SqaError("empty query; give some words to search for")
@@ -37,11 +37,8 @@ def search_command(
         raise SqaError(f"-k must be at least 1 (got {k})")
     if k > MAX_K:
         raise SqaError(f"-k must be at most {MAX_K:,} (got {k}); use e.g. -k 10")
-    be = open_backend(resolve_index_dir(index_dir), backend)
-    try:
-        hits = be.search(query, k)
-    finally:
-        be.close()
+    with Index(resolve_index_dir(index_dir), backend) as index:
+        hits = index.search(query, k)
     if as_json:
         typer.echo(json.dumps([{"evidence_id": h.evidence_id, "score": h.score, "title": h.paragraph.title,
                                 "section": h.paragraph.section, "text": h.paragraph.text} for h in hits],
