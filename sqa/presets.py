@@ -74,3 +74,36 @@ def preset_for(reader: str, retrieval: bool, oracle: str | None) -> str | None:
         if (p.reader, p.retrieval, p.oracle) == (reader, retrieval, oracle):
             return p.name
     return None
+
+
+def preset_from_flags(preset: str | None, reader: str | None, retrieval: bool | None, oracle: str | None,
+                      for_ask: bool = False) -> Preset:
+    """The ``sqa.presets.Preset`` for ``--preset`` or for the older flags (``--reader``,
+    ``--retrieval/--no-retrieval``, ``--oracle``; None = not given). A flag combination no named
+    preset has (e.g. ``--reader steps --no-retrieval``) gives an unnamed preset of those values.
+    Raises BadInput when ``--preset`` and a flag disagree, or for an unknown name."""
+    from dataclasses import replace
+
+    if preset is not None:
+        p = get_preset(preset, for_ask=for_ask)
+        given = {"--reader": (reader, p.reader), "--retrieval/--no-retrieval": (retrieval, p.retrieval),
+                 "--oracle": (oracle, p.oracle)}
+        clash = [f"{flag} {mine!r}" for flag, (mine, its) in given.items() if mine is not None and mine != its]
+        if clash:
+            raise BadInput(f"--preset {preset} and {', '.join(clash)} disagree; give the preset alone, or the flags "
+                           "without --preset")
+        return p
+    base = get_preset(DEFAULT_PRESET if (reader or "facts") == "facts" else "steps")
+    reader = reader or base.reader
+    retrieval = base.retrieval if retrieval is None else retrieval
+    name = preset_for(reader, retrieval, oracle)
+    if name is not None:
+        return get_preset(name, for_ask=for_ask)
+    if reader not in ("facts", "steps"):
+        raise BadInput(f"--reader {reader!r}: use facts or steps")
+    if oracle is not None and reader != "facts":
+        raise BadInput("--oracle goes with --reader facts")
+    if oracle is not None and retrieval is False:
+        raise BadInput(f"--oracle {oracle} and --no-retrieval disagree: the oracle's annotations are read by the "
+                       "facts head, which --no-retrieval replaces by the no-retrieval head; give one of them")
+    return replace(base, name="", reader=reader, retrieval=retrieval, oracle=oracle, run="", summary="")

@@ -139,7 +139,7 @@ def test_every_preset_is_the_row_of_a_recorded_run():
 
 
 def test_presets_and_the_older_flags_agree(capsys):
-    from sqa.cli.common import choose_preset
+    from sqa.presets import preset_from_flags as choose_preset
     from sqa.types import SqaError
 
     assert choose_preset(None, None, None, None).name == "facts"

@@ -240,3 +240,16 @@ def steps_for_display(reader, question: str, result, k: int, status=None, note=l
             s.evidence = [f.ref for f in fs if f.source == "wikipedia"]
             facts.append(fs)
     return facts, dec.demos_by
+
+
+def served_details(model) -> dict:
+    """``{"server": {base_url, model, endpoint, readout, top_logprobs, thinking, prefill,
+    fingerprint, readout_stats, cost}}`` for a served model (no credentials; ``sqa ask --json``
+    adds it), {} for an in-process one."""
+    info = model.server_info
+    if not info:
+        return {}
+    keep = ("base_url", "model", "endpoint", "readout", "top_logprobs", "thinking", "prefill", "fingerprint")
+    return {"server": {**{k: info[k] for k in keep if k in info},
+                       "readout_stats": dict(model.readout_stats or {}),
+                       "cost": model.cost.to_dict() if model.cost is not None else None}}

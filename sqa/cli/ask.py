@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from sqa.cli import app
 from sqa.cli.common import AliasOpt, ApiOpt, BackendOpt, BaseUrlOpt, ChatTemplateOpt, IndexDirOpt, PresetOpt, \
-    choose_preset, resolve_index_dir, served_json, served_options, served_warning
+    choose_preset, resolve_index_dir, served_options, served_warning
 from sqa.types import MAX_K, Question, SqaError
 
 
@@ -61,7 +61,7 @@ def ask_command(
     chat_template: ChatTemplateOpt = None,
 ) -> None:
     """Answer a yes/no question with a preset's reader (default facts) and show the evidence."""
-    from sqa.api.reader import Reader
+    from sqa.api.reader import Reader, served_details
 
     if not question.strip():
         raise SqaError("empty question; pass the question text, e.g. sqa ask \"Is the sun a star?\"")
@@ -89,7 +89,7 @@ def ask_command(
     served_warning(pipe.model, err)
     result.qid = None
     if as_json:
-        typer.echo(_json_text({**result.to_ask_json(), **served_json(pipe.model)}, model))
+        typer.echo(_json_text({**result.to_ask_json(), **served_details(pipe.model)}, model))
         return
     ids = [s.evidence[0] for s in result.steps if s.evidence] + result.paragraphs[:1]
     paras = {}
@@ -146,7 +146,7 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     for a model without a head, its own uncalibrated P(yes), said so); with ``--steps`` the decomposer's steps too (for the reader of the output; the answer does not use them)."""
     import time
 
-    from sqa.api.reader import Reader, steps_for_display
+    from sqa.api.reader import Reader, served_details, steps_for_display
 
     no_retrieval = not preset.retrieval
     r = Reader(preset, model, index_dir, base_url=base_url, k=k, head=head, chat_template=chat_template, backend=backend)
@@ -168,7 +168,7 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     result.timings["total"] = round(time.perf_counter() - t, 3)
     result.qid = None
     if as_json:
-        obj = {**result.to_ask_json(), **served_json(reader.model)}
+        obj = {**result.to_ask_json(), **served_details(reader.model)}
         if result.head:  # which head answered and how many questions it saw (issue 41 item 1)
             from sqa.facts.heads import fitted_count
 

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from sqa.paths import default_index_dir
-from sqa.types import SqaError
+from sqa.presets import preset_from_flags as choose_preset  # noqa: F401  (the flags' preset)
 
 IndexDirOpt = Annotated[
     Optional[Path],
@@ -49,18 +49,6 @@ def served_options(base_url, api: str = "auto", allow_model_alias: bool = False)
 
     opts = ServedOptions(tuple(base_url or ()), api, allow_model_alias)
     return opts if opts else None
-
-
-def served_json(model) -> dict:
-    """For ``sqa ask --json`` with a served model: ``{"server": {endpoint, readout, ...}}`` (no
-    credentials), else {}."""
-    info = model.server_info
-    if not info:
-        return {}
-    keep = ("base_url", "model", "endpoint", "readout", "top_logprobs", "thinking", "prefill", "fingerprint")
-    return {"server": {**{k: info[k] for k in keep if k in info},
-                       "readout_stats": dict(model.readout_stats or {}),
-                       "cost": model.cost.to_dict() if model.cost is not None else None}}
 
 
 ChatTemplateOpt = Annotated[
@@ -108,38 +96,3 @@ PresetOpt = Annotated[
                                   "oracle-facts, oracle-paragraphs, steps. --reader/--no-retrieval/--oracle map onto "
                                   "these.", show_default=False),
 ]
-
-
-def choose_preset(preset: Optional[str], reader: Optional[str], retrieval: Optional[bool], oracle: Optional[str],
-                  for_ask: bool = False):
-    """The ``sqa.presets.Preset`` for ``--preset`` or for the older flags (``--reader``,
-    ``--retrieval/--no-retrieval``, ``--oracle``; None = not given). A flag combination no named
-    preset has (e.g. ``--reader steps --no-retrieval``) gives an unnamed preset of those values.
-    Raises SqaError when ``--preset`` and a flag disagree, or for an unknown name."""
-    from dataclasses import replace
-
-    from sqa.presets import DEFAULT_PRESET, get_preset, preset_for
-
-    if preset is not None:
-        p = get_preset(preset, for_ask=for_ask)
-        given = {"--reader": (reader, p.reader), "--retrieval/--no-retrieval": (retrieval, p.retrieval),
-                 "--oracle": (oracle, p.oracle)}
-        clash = [f"{flag} {mine!r}" for flag, (mine, its) in given.items() if mine is not None and mine != its]
-        if clash:
-            raise SqaError(f"--preset {preset} and {', '.join(clash)} disagree; give the preset alone, or the flags "
-                           "without --preset")
-        return p
-    base = get_preset(DEFAULT_PRESET if (reader or "facts") == "facts" else "steps")
-    reader = reader or base.reader
-    retrieval = base.retrieval if retrieval is None else retrieval
-    name = preset_for(reader, retrieval, oracle)
-    if name is not None:
-        return get_preset(name, for_ask=for_ask)
-    if reader not in ("facts", "steps"):
-        raise SqaError(f"--reader {reader!r}: use facts or steps")
-    if oracle is not None and reader != "facts":
-        raise SqaError("--oracle goes with --reader facts")
-    if oracle is not None and retrieval is False:
-        raise SqaError(f"--oracle {oracle} and --no-retrieval disagree: the oracle's annotations are read by the "
-                       "facts head, which --no-retrieval replaces by the no-retrieval head; give one of them")
-    return replace(base, name="", reader=reader, retrieval=retrieval, oracle=oracle, run="", summary="")
