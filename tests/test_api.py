@@ -218,3 +218,16 @@ def test_sqa_index_preset_is_the_old_spelling_of_corpus_with_a_one_line_pointer(
     assert any("already built" in x for x in err)
     assert main(["index", "--corpus", "strategyqa", "--index-dir", str(gold_index.index_dir)]) == 0
     assert not [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning:")]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--split", "train", "--limit", "5", "--answering", "head"], "--answering head: the train questions are answered out-of-fold"),
+    (["--split", "dev", "--limit", "5", "--answering", "out-of-fold"], "--answering out-of-fold: the facts reader answers dev"),
+    (["--split", "dev", "--answering", "sometimes"], "answering 'sometimes': use one of auto, head, out-of-fold"),
+])
+def test_how_a_split_is_answered_is_an_option_refused_where_it_cannot_hold(tmp_path, args, message):
+    from helpers import one_error_line, run_sqa
+
+    line = one_error_line(run_sqa(["eval", *args, "--out", tmp_path / "run", "--index-dir", tmp_path / "none"],
+                                  env={"SQA_HOME": str(tmp_path / "home")}))
+    assert message in line and not (tmp_path / "run").exists()

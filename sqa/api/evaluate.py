@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from sqa.api.reader import Reader
 
 
+ANSWERING = ("auto", "head", "out-of-fold")  # how evaluate() may answer (run.json records the one used)
+
+
 @dataclass
 class Questions:
     """The questions of a run and how ``run.json`` names them: ``split`` (a split name, or
@@ -57,7 +60,8 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None]
              out: str | Path | None = None, limit: int | None = None, protocol: str | None = None,
              batch_size: int = 32, folds: int = 5, decomposition: str | None = None,
              features_cache: str | Path | None = None, strict: bool = False, replace_heads: bool = False,
-             progress: Callable | None = None, on_note: Callable[[str], None] = lambda s: None) -> Run:
+             answering: str = "auto", progress: Callable | None = None,
+             on_note: Callable[[str], None] = lambda s: None) -> Run:
     """Answer the questions of ``split`` with ``reader`` (an :class:`sqa.Reader`) into the run
     folder ``out`` (default ``runs/eval/<split>-<reader>-<model>``) and return the
     :class:`sqa.eval.results.Run` (``metrics``: Accuracy with its 95 % interval, Recall@10, SARI,
@@ -71,7 +75,10 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None]
     the facts reader, train / train-2061 / all, and questions the model's head was fitted on, are
     answered out-of-fold (:func:`sqa.api.out_of_fold.run_out_of_fold`; the final heads are written
     to ``$SQA_HOME/heads``, ``replace_heads`` removing the model's other heads of that kind), other
-    questions by the held-out head, or zero-shot when the model has none. Resumable: the same
+    questions by the held-out head, or zero-shot when the model has none. ``answering``: "auto"
+    (that choice), or "head" / "out-of-fold" to require one (BadInput when the questions cannot be
+    answered so: a head on the questions it was fitted on, or out-of-fold without labelled
+    questions a head is fitted on). Resumable: the same
     ``out`` continues where a run stopped; Ctrl-C saves what is done and returns the Run with
     ``interrupted`` True.
 
@@ -101,26 +108,37 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None]
     qs = run_questions(split or "dev", limit, strict)
     protocol = protocol if protocol is not None else protocol_of(qs.split, len(qs.questions))
     decomposition = decomposition or preset.decomposition
+    if answering not in ANSWERING:
+        raise BadInput(f"answering {answering!r}: use one of {', '.join(ANSWERING)}")
+    pool = None
     if preset.reader == "facts" and preset.oracle is None:
-        from sqa.eval.oof import OofOptions, oof_pool
+        from sqa.eval.oof import oof_pool
 
         pool = oof_pool(model, preset.retrieval, reader.head, qs.split, qs.questions)
-        if pool is not None:
-            if reader.chat_template is not None:
-                raise BadInput("--chat-template: an out-of-fold run reads the facts reader's plain-text prompts, which "
-                               "no chat template renders; leave it out")
-            if features_cache is not None:
-                raise BadInput("--features-cache goes with a run answered by one head; an out-of-fold run keeps its "
-                               "features in $SQA_HOME/features (leave --features-cache out)")
-            from sqa.api.out_of_fold import run_out_of_fold
+    if answering == "head" and pool is not None:
+        raise BadInput(f"--answering head: the {qs.split} questions are answered out-of-fold (a train split, or "
+                       "questions the model's head was fitted on), so one head's accuracy there would be in-sample")
+    if answering == "out-of-fold" and pool is None:
+        raise BadInput(f"--answering out-of-fold: the facts reader answers {qs.split} out-of-fold only on a train "
+                       "split or on questions its head was fitted on; use --answering auto or head")
+    if pool is not None:
+        from sqa.eval.oof import OofOptions
 
-            return run_out_of_fold(OofOptions(split=qs.split, questions=qs.questions, model=model,
-                                              index_dir=reader.index_dir, backend=reader.backend, k=reader.k,
-                                              folds=folds, retrieval=preset.retrieval, limit=limit,
-                                              out=Path(out) if out else None, pool=pool[0], settings=pool[1],
-                                              dataset=qs.dataset, preset=preset.name, stem=qs.stem,
-                                              base_url=reader.base_url, protocol=protocol,
-                                              replace_heads=replace_heads), progress)
+        if reader.chat_template is not None:
+            raise BadInput("--chat-template: an out-of-fold run reads the facts reader's plain-text prompts, which "
+                           "no chat template renders; leave it out")
+        if features_cache is not None:
+            raise BadInput("--features-cache goes with a run answered by one head; an out-of-fold run keeps its "
+                           "features in $SQA_HOME/features (leave --features-cache out)")
+        from sqa.api.out_of_fold import run_out_of_fold
+
+        return run_out_of_fold(OofOptions(split=qs.split, questions=qs.questions, model=model,
+                                          index_dir=reader.index_dir, backend=reader.backend, k=reader.k,
+                                          folds=folds, retrieval=preset.retrieval, limit=limit,
+                                          out=Path(out) if out else None, pool=pool[0], settings=pool[1],
+                                          dataset=qs.dataset, preset=preset.name, stem=qs.stem,
+                                          base_url=reader.base_url, protocol=protocol,
+                                          replace_heads=replace_heads), progress)
     head_obj = head_id = None
     if preset.reader == "facts":
         head_obj, head_id = load_head(model, preset.retrieval, preset.oracle, reader.head, qs.split, qs.given)

@@ -102,6 +102,9 @@ def eval_command(
                                                 "default it is written beside them and the head fitted on the most "
                                                 "questions answers).")] = False,
     chat_template: ChatTemplateOpt = None,
+    answering: Annotated[str, typer.Option("--answering", help="auto (train splits and questions a head was fitted on "
+                                           "out-of-fold, others by the held-out head, zero-shot without one), or head "
+                                           "/ out-of-fold to require that; recorded in run.json.")] = "auto",
 ) -> None:
     """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out;
     several (--preset facts,no-retrieval,steps) run on the same questions into sibling folders and are compared."""
@@ -118,7 +121,7 @@ def eval_command(
 
 def eval_one(*, split, protocol, limit, out, decomposition, preset, reader, oracle, head, dataset, features_cache, model,
              k, batch_size, folds, retrieval, index_dir, backend, strict, base_url, api, allow_model_alias, replace_heads,
-             chat_template, lm=None) -> None:
+             chat_template, answering="auto", lm=None) -> None:
     """One preset over one question set (the body of ``sqa eval``: :func:`sqa.api.evaluate.evaluate`
     drawn on the terminal); ``lm``: an already loaded model to answer with (``sqa.cli.eval_presets``
     shares one between presets)."""
@@ -154,7 +157,7 @@ def eval_one(*, split, protocol, limit, out, decomposition, preset, reader, orac
 
         run = evaluate(r, dataset if dataset is not None else split, out=out, limit=limit, protocol=protocol,
                        batch_size=batch_size, folds=folds, decomposition=decomposition, features_cache=features_cache,
-                       strict=strict, replace_heads=replace_heads, progress=on_progress,
+                       strict=strict, replace_heads=replace_heads, answering=answering, progress=on_progress,
                        on_note=lambda line: console.print(line, soft_wrap=True))
     if run.metrics and "out_of_fold" in run.metrics:
         return print_oof_summary(run)
