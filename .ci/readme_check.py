@@ -30,13 +30,22 @@ failures: list[str] = []
 rows: list[tuple[str, int, str, str]] = []
 
 
-def run(label: str, args: list, *, want: int = 2, expect: str = "", env: dict | None = None, cwd=None,
-        stdin: str | None = None) -> subprocess.CompletedProcess:
+def run(
+    label: str,
+    args: list,
+    *,
+    want: int = 2,
+    expect: str = "",
+    env: dict | None = None,
+    cwd=None,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess:
     """Run ``sqa ARGS``; check the exit status, and for status 2 exactly one ``error:`` line."""
     full_env = {**os.environ, **(env or {})}
     full_env.pop("SQA_DEBUG", None)
-    r = subprocess.run([SQA, *map(str, args)], capture_output=True, text=True, env=full_env, cwd=cwd,
-                       input=stdin, timeout=600)
+    r = subprocess.run(
+        [SQA, *map(str, args)], capture_output=True, text=True, env=full_env, cwd=cwd, input=stdin, timeout=600
+    )
     lines = r.stderr.splitlines()
     shown = lines[-1] if lines else ""
     problems = []
@@ -77,68 +86,116 @@ def main() -> int:
         run("sqa bogus", ["bogus"], expect="No such command")
 
         # the README's index + search
-        r = run("sqa index --corpus strategyqa", ["index", "--corpus", "strategyqa", "--index-dir", idx], want=0,
-                expect="in index 9,251")
-        r = run("sqa search --json", ["search", "maximum depth of the Black Sea", "--json", "-k", "3",
-                                      "--index-dir", idx], want=0)
+        r = run(
+            "sqa index --corpus strategyqa",
+            ["index", "--corpus", "strategyqa", "--index-dir", idx],
+            want=0,
+            expect="in index 9,251",
+        )
+        r = run(
+            "sqa search --json",
+            ["search", "maximum depth of the Black Sea", "--json", "-k", "3", "--index-dir", idx],
+            want=0,
+        )
         if r.returncode == 0 and json.loads(r.stdout)[0]["evidence_id"] != "Black Sea-2":
             failures.append("sqa search: the top hit for the Black Sea query is not Black Sea-2")
-        run("sqa search -k 99999999999999999999", ["search", "black sea", "-k", "99999999999999999999",
-                                                   "--index-dir", idx], expect="10,000")
+        run(
+            "sqa search -k 99999999999999999999",
+            ["search", "black sea", "-k", "99999999999999999999", "--index-dir", idx],
+            expect="10,000",
+        )
 
         # --fresh on a directory that is not an index: refused, nothing deleted
         home = tmp / "home"
         home.mkdir()
         (home / "thesis.tex").write_text("years of work", encoding="utf-8")
-        run("sqa index --fresh --index-dir DIR (not an index)", ["index", "--corpus", "strategyqa", "--fresh",
-                                                                 "--index-dir", home], expect="not an sqa index")
-        run("sqa index --fresh --index-dir . (not an index)", ["index", "--corpus", "strategyqa", "--fresh",
-                                                               "--index-dir", "."], cwd=home, expect="nothing was deleted")
+        run(
+            "sqa index --fresh --index-dir DIR (not an index)",
+            ["index", "--corpus", "strategyqa", "--fresh", "--index-dir", home],
+            expect="not an sqa index",
+        )
+        run(
+            "sqa index --fresh --index-dir . (not an index)",
+            ["index", "--corpus", "strategyqa", "--fresh", "--index-dir", "."],
+            cwd=home,
+            expect="nothing was deleted",
+        )
         if sorted(p.name for p in home.iterdir()) != ["thesis.tex"]:
             failures.append(f"--fresh changed {home}: {sorted(p.name for p in home.iterdir())}")
 
         # malformed corpus lines: skipped and counted, the build completes
         rows_ = [json.loads(x) for x in lines[:10]]
-        bad = [{"headers": 5}, {"section": 7}, {"section": ["a"]}, {"headers": "abc"}, {"para_id": {"a": 1}},
-               {"para_id": 1.5}, {"para_id": True}]
+        bad = [
+            {"headers": 5},
+            {"section": 7},
+            {"section": ["a"]},
+            {"headers": "abc"},
+            {"para_id": {"a": 1}},
+            {"para_id": 1.5},
+            {"para_id": True},
+        ]
         types = tmp / "types.jsonl"
-        types.write_text("\n".join(lines[:10] + [json.dumps({**rows_[i], **b}) for i, b in enumerate(bad)]) + "\n",
-                         encoding="utf-8")
-        run("sqa index --corpus (wrong field types)", ["index", "--corpus", types, "--index-dir", tmp / "types"],
-            want=0, expect="skipped (malformed) 7, in index 10")
+        types.write_text(
+            "\n".join(lines[:10] + [json.dumps({**rows_[i], **b}) for i, b in enumerate(bad)]) + "\n", encoding="utf-8"
+        )
+        run(
+            "sqa index --corpus (wrong field types)",
+            ["index", "--corpus", types, "--index-dir", tmp / "types"],
+            want=0,
+            expect="skipped (malformed) 7, in index 10",
+        )
 
         # damaged / unusable corpus files
         data = gzip.compress(("\n".join(lines) + "\n").encode())
         (tmp / "cut.jsonl.gz").write_bytes(data[: len(data) // 2])
         (tmp / "garbage.jsonl.gz").write_bytes(data + b"garbage!!")
-        run("sqa index --corpus truncated.gz", ["index", "--corpus", tmp / "cut.jsonl.gz", "--index-dir", tmp / "i1"],
-            expect="truncated or corrupt")
-        run("sqa index --corpus trailing-garbage.gz", ["index", "--corpus", tmp / "garbage.jsonl.gz",
-                                                        "--index-dir", tmp / "i2"], expect="truncated or corrupt")
+        run(
+            "sqa index --corpus truncated.gz",
+            ["index", "--corpus", tmp / "cut.jsonl.gz", "--index-dir", tmp / "i1"],
+            expect="truncated or corrupt",
+        )
+        run(
+            "sqa index --corpus trailing-garbage.gz",
+            ["index", "--corpus", tmp / "garbage.jsonl.gz", "--index-dir", tmp / "i2"],
+            expect="truncated or corrupt",
+        )
         (tmp / "empty.jsonl").write_text("", encoding="utf-8")
-        run("sqa index --corpus empty.jsonl", ["index", "--corpus", tmp / "empty.jsonl", "--index-dir", tmp / "i3"],
-            expect="no paragraph indexed")
+        run(
+            "sqa index --corpus empty.jsonl",
+            ["index", "--corpus", tmp / "empty.jsonl", "--index-dir", tmp / "i3"],
+            expect="no paragraph indexed",
+        )
 
         # a second build of the same index
         with open(idx / ".sqa-build.lock", "a+b") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            run("sqa index (a second, concurrent build)", ["index", "--corpus", "strategyqa", "--fresh",
-                                                            "--index-dir", idx], expect="another `sqa index`")
+            run(
+                "sqa index (a second, concurrent build)",
+                ["index", "--corpus", "strategyqa", "--fresh", "--index-dir", idx],
+                expect="another `sqa index`",
+            )
 
         # Elasticsearch URLs: never the password, one line
         for label, url, expect in [
             ("SQA_ES_URL=elastic:PW@host:9200 (no scheme)", f"elastic:{PASSWORD}@127.0.0.1:9200", "has no scheme"),
             ("SQA_ES_URL=http://elastic:PW@host:9abc", f"http://elastic:{PASSWORD}@127.0.0.1:9abc", "not a number"),
         ]:
-            run(f"sqa search --backend elasticsearch, {label}", ["search", "black sea", "--backend", "elasticsearch"],
-                env={"SQA_ES_URL": url}, expect=expect)
+            run(
+                f"sqa search --backend elasticsearch, {label}",
+                ["search", "black sea", "--backend", "elasticsearch"],
+                env={"SQA_ES_URL": url},
+                expect=expect,
+            )
 
         # eval input (the step pipeline where a --reader option offers one that needs a trained head)
         help_text = subprocess.run([SQA, "eval", "--help"], capture_output=True, text=True).stdout
         reader = ["--reader", "steps"] if "--reader" in help_text else []
         (tmp / "afile").write_text("mine", encoding="utf-8")
-        run("sqa eval --out FILE", ["eval", "--split", "dev", "--limit", "1", "--out", tmp / "afile", *reader,
-                                    "--index-dir", idx], expect="is a file")
+        run(
+            "sqa eval --out FILE",
+            ["eval", "--split", "dev", "--limit", "1", "--out", tmp / "afile", *reader, "--index-dir", idx],
+            expect="is a file",
+        )
         (tmp / "latin1.json").write_bytes('{"x": {"answer": true, "decomposition": ["caf\u00e9"]}}'.encode("latin-1"))
         run("sqa eval score NON-UTF8.json", ["eval", "score", tmp / "latin1.json"], expect="not UTF-8")
         run("sqa eval score DIRECTORY", ["eval", "score", tmp], expect="is a directory")
@@ -151,8 +208,14 @@ def main() -> int:
     listed = subprocess.run([sys.executable, "-m", "pip", "list", "--format=json"], capture_output=True, text=True)
     names = sorted(p["name"].lower() for p in json.loads(listed.stdout or "[]"))
     heavy = [n for n in names if n == "torch" or n.startswith("nvidia-")]
-    rows.append(("pip list: no torch, no nvidia-*", listed.returncode, ", ".join(heavy) or f"{len(names)} packages",
-                 "ok" if listed.returncode == 0 and not heavy else "FAIL: torch/CUDA installed"))
+    rows.append(
+        (
+            "pip list: no torch, no nvidia-*",
+            listed.returncode,
+            ", ".join(heavy) or f"{len(names)} packages",
+            "ok" if listed.returncode == 0 and not heavy else "FAIL: torch/CUDA installed",
+        )
+    )
     if listed.returncode != 0 or heavy:
         failures.append(f"the README's set-up installed {heavy or 'nothing readable (pip list failed)'}")
 

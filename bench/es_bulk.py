@@ -65,9 +65,12 @@ def start_noida() -> tuple[str, subprocess.Popen]:
     data = WORK / "es-bulk-noida"
     shutil.rmtree(data, ignore_errors=True)
     data.mkdir(parents=True)
-    proc = subprocess.Popen([exe, "start", "--only", "elasticsearch", "--data-dir", str(data / "db"),
-                             "--elasticsearch-port", str(port)], stdout=open(data / "log", "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [exe, "start", "--only", "elasticsearch", "--data-dir", str(data / "db"), "--elasticsearch-port", str(port)],
+        stdout=open(data / "log", "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
     while True:
@@ -86,8 +89,9 @@ def child(spec: dict) -> dict:
     from sqa.indexing.elastic import ElasticsearchBackend
 
     d = Path(spec["index_dir"])
-    be = ElasticsearchBackend(create=True, fresh=True, es_index=spec["es_index"], workers=spec["workers"],
-                              chunk_size=spec["chunk_size"])
+    be = ElasticsearchBackend(
+        create=True, fresh=True, es_index=spec["es_index"], workers=spec["workers"], chunk_size=spec["chunk_size"]
+    )
     t0 = time.perf_counter()
     try:
         report = build_index([spec["corpus"]], d, be, commit_every=spec["commit_every"])
@@ -96,8 +100,12 @@ def child(spec: dict) -> dict:
         be.es.indices.delete(index=spec["es_index"])
     finally:
         be.close()
-    return {"paragraphs": report.read, "count": count, "seconds": round(secs, 2),
-            "paragraphs_per_s": round(report.read / secs)}
+    return {
+        "paragraphs": report.read,
+        "count": count,
+        "seconds": round(secs, 2),
+        "paragraphs_per_s": round(report.read / secs),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,15 +141,29 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for rep in range(a.repeats):
-            for w, c in (configs if rep % 2 == 0 else configs[::-1]):
+            for w, c in configs if rep % 2 == 0 else configs[::-1]:
                 d = WORK / f"es-bulk-idx-{w}-{c}"
                 shutil.rmtree(d, ignore_errors=True)
-                spec = {"index_dir": str(d), "es_index": f"sqa-bench-{w}-{c}", "workers": w, "chunk_size": c,
-                        "corpus": str(corpus), "commit_every": a.commit_every}
-                row = {"workers": w, "chunk_size": c, "repeat": rep, "load_before": [round(x, 2) for x in os.getloadavg()]}
+                spec = {
+                    "index_dir": str(d),
+                    "es_index": f"sqa-bench-{w}-{c}",
+                    "workers": w,
+                    "chunk_size": c,
+                    "corpus": str(corpus),
+                    "commit_every": a.commit_every,
+                }
+                row = {
+                    "workers": w,
+                    "chunk_size": c,
+                    "repeat": rep,
+                    "load_before": [round(x, 2) for x in os.getloadavg()],
+                }
                 s0 = _proc_cpu(proc.pid if proc else None)
-                p = subprocess.Popen([sys.executable, "-m", "bench.es_bulk", "--child", json.dumps(spec)], stdout=subprocess.PIPE,
-                                     text=True)
+                p = subprocess.Popen(
+                    [sys.executable, "-m", "bench.es_bulk", "--child", json.dumps(spec)],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
                 _, status, ru = os.wait4(p.pid, 0)
                 out = p.stdout.read()
                 if os.waitstatus_to_exitcode(status) != 0:
@@ -168,14 +190,22 @@ def main(argv: list[str] | None = None) -> int:
         if ok:
             summary[f"workers={w} chunk_size={c}"] = {
                 "paragraphs_per_s": sorted(r["paragraphs_per_s"] for r in ok),
-                "client_cpu_us_per_paragraph": round(sum(r["client_cpu_seconds"] for r in ok) / sum(r["paragraphs"] for r in ok) * 1e6, 1),
-                "count_equals_read": all(r["count"] == r["paragraphs"] for r in ok)}
-    result = {"benchmark": "bench/es_bulk.py",
-              "command": " ".join(["python", "-m", "bench.es_bulk", *(argv if argv is not None else sys.argv[1:])]),
-              "server": server, "paragraphs": a.n, "cores": os.cpu_count(),
-              "note": "the machine's 2 cores were shared with other jobs (see load_before/after); client, server "
-                      "and those jobs competed for them",
-              "results": rows, "summary": summary}
+                "client_cpu_us_per_paragraph": round(
+                    sum(r["client_cpu_seconds"] for r in ok) / sum(r["paragraphs"] for r in ok) * 1e6, 1
+                ),
+                "count_equals_read": all(r["count"] == r["paragraphs"] for r in ok),
+            }
+    result = {
+        "benchmark": "bench/es_bulk.py",
+        "command": " ".join(["python", "-m", "bench.es_bulk", *(argv if argv is not None else sys.argv[1:])]),
+        "server": server,
+        "paragraphs": a.n,
+        "cores": os.cpu_count(),
+        "note": "the machine's 2 cores were shared with other jobs (see load_before/after); client, server "
+        "and those jobs competed for them",
+        "results": rows,
+        "summary": summary,
+    }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {Path(a.out).resolve().relative_to(ROOT)}", file=sys.stderr)

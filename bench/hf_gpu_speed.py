@@ -25,6 +25,7 @@ Writes a JSON with the device, versions, and per row: seconds, prompts/s, second
 GPU memory. Exits 2 with one line when no CUDA device is present (``--device cpu`` with a small
 ``--questions`` runs it on CPU; ``--smoke`` shrinks the model to check the script).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,11 +40,19 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=HERE / "work" / "hf_gpu_speed.json",
-                    help="results file (default bench/work/hf_gpu_speed.json; the recorded one is bench/results/hf_gpu_speed.json)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=HERE / "work" / "hf_gpu_speed.json",
+        help="results file (default bench/work/hf_gpu_speed.json; the recorded one is bench/results/hf_gpu_speed.json)",
+    )
     ap.add_argument("--questions", type=int, default=200)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--smoke", action="store_true", help="2 layers x 64 wide (same vocabulary): checks the script, times nothing real")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="2 layers x 64 wide (same vocabulary): checks the script, times nothing real",
+    )
     a = ap.parse_args()
 
     import torch
@@ -56,13 +65,15 @@ def main() -> int:
     if a.device == "cuda" and not torch.cuda.is_available():
         print("hf_gpu_speed: no CUDA device here (pass --device cpu --questions 2 for a smoke test)", file=sys.stderr)
         return 2
-    lengths = json.loads((HERE / "reader_prompt_lengths.json").read_text())["lengths"][:a.questions]
+    lengths = json.loads((HERE / "reader_prompt_lengths.json").read_text())["lengths"][: a.questions]
     tmp = Path(tempfile.mkdtemp())
     ckpt = build_tiny_checkpoint(tmp / "ckpt")  # tokenizer files (and a tiny model, replaced below)
     torch.manual_seed(0)
     t = time.perf_counter()
     with torch.device(a.device):
-        small = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4) if a.smoke else {}
+        small = (
+            dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4) if a.smoke else {}
+        )
         cfg = qwen_1_5b_config(vocab_size=151936, **small)
         big = Qwen2ForCausalLM(cfg).to(torch.bfloat16)
     big.config.eos_token_id = big.config.bos_token_id = 0
@@ -84,8 +95,14 @@ def main() -> int:
         fn()
         sync()
         s = time.perf_counter() - t
-        row = {"row": name, "batch_size": model.batch_size, "last_only": bool(model._last_only), "seconds": round(s, 3),
-               "prompts": n_prompts, "prompts_per_s": round(n_prompts / s, 1)}
+        row = {
+            "row": name,
+            "batch_size": model.batch_size,
+            "last_only": bool(model._last_only),
+            "seconds": round(s, 3),
+            "prompts": n_prompts,
+            "prompts_per_s": round(n_prompts / s, 1),
+        }
         if name.startswith("hidden_states"):
             row["seconds_per_question"] = round(s / len(lengths), 4)
         if a.device == "cuda":
@@ -107,12 +124,20 @@ def main() -> int:
         for last_only in (True, False):
             hf._last_only = full if last_only else {}
             hf.batch_size = 6
-            timed(f"hidden_states, one question (6 prompts) a call [{rep}]", hf,
-                  lambda: [hf.hidden_states(prompts_of(ls)) for ls in lengths], len(all_prompts))
+            timed(
+                f"hidden_states, one question (6 prompts) a call [{rep}]",
+                hf,
+                lambda: [hf.hidden_states(prompts_of(ls)) for ls in lengths],
+                len(all_prompts),
+            )
             for b in (16, 32):
                 hf.batch_size = b
-                timed(f"hidden_states, batches of {b} across questions [{rep}]", hf,
-                      lambda: hf.hidden_states(all_prompts), len(all_prompts))
+                timed(
+                    f"hidden_states, batches of {b} across questions [{rep}]",
+                    hf,
+                    lambda: hf.hidden_states(all_prompts),
+                    len(all_prompts),
+                )
     hf._last_only = full
     median_facts = sorted(ls[-1] for ls in lengths)[len(lengths) // 2]
     gen_prompts = [" Yes" * median_facts] * 32
@@ -124,12 +149,20 @@ def main() -> int:
     timed("generate 64 tokens, one batch of 32", hf, lambda: hf.generate(gen_prompts, 64), 32)
 
     dev = torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu"
-    out = {"about": " ".join(__doc__.strip().split("\n\n")[0].split()), "command": "python -m bench.hf_gpu_speed --out "
-           f"{a.out} --questions {a.questions} --device {a.device}" + (" --smoke" if a.smoke else ""), "device": dev,
-           "torch": torch.__version__, "transformers": transformers.__version__, "questions": len(lengths),
-           "model": ("SMOKE: 2 layers x 64" if a.smoke else "Qwen2.5-1.5B shape") +
-           ", random bfloat16 weights (tests/tiny_hf.qwen_1_5b_config)",
-           "build_and_save_seconds": round(build_s, 1), "load_seconds": round(load_s, 1), "rows": rows}
+    out = {
+        "about": " ".join(__doc__.strip().split("\n\n")[0].split()),
+        "command": "python -m bench.hf_gpu_speed --out "
+        f"{a.out} --questions {a.questions} --device {a.device}" + (" --smoke" if a.smoke else ""),
+        "device": dev,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "questions": len(lengths),
+        "model": ("SMOKE: 2 layers x 64" if a.smoke else "Qwen2.5-1.5B shape")
+        + ", random bfloat16 weights (tests/tiny_hf.qwen_1_5b_config)",
+        "build_and_save_seconds": round(build_s, 1),
+        "load_seconds": round(load_s, 1),
+        "rows": rows,
+    }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(out, indent=1) + "\n")
     return 0

@@ -66,6 +66,7 @@ def load_avg() -> list[float]:
 
 # --- corpora ---------------------------------------------------------------------------------
 
+
 def mini_files() -> list[str]:
     from sqa.indexing import corpus_files
 
@@ -76,7 +77,11 @@ def make_resampled_corpus(path: Path, n: int, seed: int = 13) -> Path:
     """Write ``n`` paragraphs (full-corpus JSONL, gzip) resampled from the mini corpus as described
     in the module doc; reuses ``path`` if it was made with the same ``n`` and ``seed``."""
     meta = path.with_suffix(".meta.json")
-    want = {"n": n, "seed": seed, "method": "copy0 real; copies>=1: title/section/first sentence + random real sentences"}
+    want = {
+        "n": n,
+        "seed": seed,
+        "method": "copy0 real; copies>=1: title/section/first sentence + random real sentences",
+    }
     if path.exists() and meta.exists() and json.loads(meta.read_text()) == want:
         return path
     from sqa.indexing.corpus import read_corpus
@@ -97,15 +102,26 @@ def make_resampled_corpus(path: Path, n: int, seed: int = 13) -> Path:
                 if written >= n:
                     break
                 p = paras[i]
-                pid = p.evidence_id[len(p.title) + 1:] if p.evidence_id.startswith(p.title + "-") else str(i)
+                pid = p.evidence_id[len(p.title) + 1 :] if p.evidence_id.startswith(p.title + "-") else str(i)
                 if copy == 0:
                     text = p.text
                 else:
                     own = _SENT.split(p.text)
                     text = " ".join([own[0]] + [sents[rng.randrange(len(sents))] for _ in range(len(own) - 1)])
                     pid = f"{pid}r{copy}"
-                out.write(json.dumps({"title": p.title, "para_id": pid, "para": text, "section": p.section,
-                                      "headers": list(p.headers)}, ensure_ascii=False) + "\n")
+                out.write(
+                    json.dumps(
+                        {
+                            "title": p.title,
+                            "para_id": pid,
+                            "para": text,
+                            "section": p.section,
+                            "headers": list(p.headers),
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
                 written += 1
             copy += 1
     os.replace(tmp, path)
@@ -129,6 +145,7 @@ def make_queries(n: int, seed: int = 7) -> list[str]:
 
 
 # --- children --------------------------------------------------------------------------------
+
 
 def dir_bytes(d: Path) -> int:
     return sum(f.stat().st_size for f in Path(d).rglob("*") if f.is_file())
@@ -166,8 +183,12 @@ def child_build(engine: str, files: list[str], index_dir: Path, cap: int | None)
         retriever.save(str(index_dir), corpus=[{"id": i, "text": t} for i, t in zip(ids, texts)], show_progress=False)
         n = len(ids)
     secs = time.perf_counter() - t0
-    return {"paragraphs": n, "index_seconds": round(secs, 2), "paragraphs_per_s": round(n / secs),
-            "index_bytes": dir_bytes(index_dir)}
+    return {
+        "paragraphs": n,
+        "index_seconds": round(secs, 2),
+        "paragraphs_per_s": round(n / secs),
+        "index_bytes": dir_bytes(index_dir),
+    }
 
 
 def child_search(engine: str, index_dir: Path, queries: list[str]) -> dict:
@@ -191,6 +212,7 @@ def child_search(engine: str, index_dir: Path, queries: list[str]) -> dict:
             toks = bm25s.tokenize([q], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
             docs, _scores = retriever.retrieve(toks, k=10, n_threads=1, show_progress=False)
             return [retriever.corpus[int(i)]["id"] if not isinstance(i, dict) else i["id"] for i in docs[0]]
+
     first = run("maximum depth of the Black Sea")
     for q in queries[:20]:
         run(q)
@@ -200,15 +222,24 @@ def child_search(engine: str, index_dir: Path, queries: list[str]) -> dict:
         run(q)
         lat.append((time.perf_counter() - t) * 1000)
     lat.sort()
-    return {"queries": len(lat), "search_p50_ms": round(statistics.median(lat), 2),
-            "search_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 2), "search_mean_ms": round(statistics.fmean(lat), 2),
-            "black_sea_top10": "Black Sea-2" in first, "black_sea_rank": (first.index("Black Sea-2") + 1) if "Black Sea-2" in first else None}
+    return {
+        "queries": len(lat),
+        "search_p50_ms": round(statistics.median(lat), 2),
+        "search_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 2),
+        "search_mean_ms": round(statistics.fmean(lat), 2),
+        "black_sea_top10": "Black Sea-2" in first,
+        "black_sea_rank": (first.index("Black Sea-2") + 1) if "Black Sea-2" in first else None,
+    }
 
 
 def run_child(args: list[str], timeout: float) -> dict:
     """Run ``bench/index.py --child ...``; returns its JSON plus peak RSS and CPU seconds."""
-    p = subprocess.Popen([sys.executable, "-m", "bench.index", "--child", *args], stdout=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    p = subprocess.Popen(
+        [sys.executable, "-m", "bench.index", "--child", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     t0 = time.monotonic()
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
@@ -232,6 +263,7 @@ def run_child(args: list[str], timeout: float) -> dict:
 
 # --- driver ----------------------------------------------------------------------------------
 
+
 def power_fit(n1: float, y1: float, n2: float, y2: float, n: float) -> tuple[float, float]:
     """(value at ``n``, exponent b) of ``y = a * n**b`` through (n1, y1), (n2, y2)."""
     b = math.log(y2 / y1) / math.log(n2 / n1)
@@ -252,13 +284,15 @@ def extrapolate(rows: list[dict], engines: list[str], n: int = FULL_CORPUS) -> d
             continue
         n1, n2 = r1["paragraphs"], r2["paragraphs"]
         e: dict = {"paragraphs": n, "from_points": [n1, n2], "method": "y = a * n**b through the two measured points"}
-        for key, name, scale in (("index_seconds", "index_hours", 1 / 3600),
-                                 ("build_cpu_seconds", "index_cpu_hours", 1 / 3600),
-                                 ("index_bytes", "index_gib", 1 / 2**30),
-                                 ("build_peak_rss_mb", "build_peak_rss_gib", 1 / 1024),
-                                 ("search_peak_rss_mb", "search_peak_rss_gib", 1 / 1024),
-                                 ("search_p50_ms", "search_p50_ms", 1.0),
-                                 ("search_p95_ms", "search_p95_ms", 1.0)):
+        for key, name, scale in (
+            ("index_seconds", "index_hours", 1 / 3600),
+            ("build_cpu_seconds", "index_cpu_hours", 1 / 3600),
+            ("index_bytes", "index_gib", 1 / 2**30),
+            ("build_peak_rss_mb", "build_peak_rss_gib", 1 / 1024),
+            ("search_peak_rss_mb", "search_peak_rss_gib", 1 / 1024),
+            ("search_p50_ms", "search_p50_ms", 1.0),
+            ("search_p95_ms", "search_p95_ms", 1.0),
+        ):
             v, b = power_fit(n1, r1[key], n2, r2[key], n)
             e[name] = round(v * scale, 2)
             e[f"{name}_exponent"] = round(b, 3)
@@ -274,17 +308,21 @@ def assess(rows: list[dict], bm25s_cap: int | None) -> dict:
     tm, t2 = get("tantivy", "mini"), get("tantivy", "2m")
     out = {
         "indexing_10k_paragraphs_per_s": {
-            "tantivy_mini_per_s": tm.get("paragraphs_per_s"), "tantivy_2m_per_s": t2.get("paragraphs_per_s"),
+            "tantivy_mini_per_s": tm.get("paragraphs_per_s"),
+            "tantivy_2m_per_s": t2.get("paragraphs_per_s"),
             "tantivy_2m_per_cpu_s": t2.get("paragraphs_per_cpu_s"),
             "met_wall_clock_mini": (tm.get("paragraphs_per_s") or 0) >= 10_000,
             "met_wall_clock_2m": (t2.get("paragraphs_per_s") or 0) >= 10_000,
             "note": "wall-clock rates were taken on 2 cores shared with other jobs (load average 6-8, "
-                    "so this run got about one core: see build_cpu_seconds vs index_seconds); on 2 free "
-                    "cores the reader thread (about 1/3 of the CPU time) and tantivy's 2 indexing threads "
-                    "overlap, see extrapolation index_hours_2_free_cores",
+            "so this run got about one core: see build_cpu_seconds vs index_seconds); on 2 free "
+            "cores the reader thread (about 1/3 of the CPU time) and tantivy's 2 indexing threads "
+            "overlap, see extrapolation index_hours_2_free_cores",
         },
-        "search_p50_20ms_at_2m": {"tantivy_p50_ms": t2.get("search_p50_ms"), "tantivy_p95_ms": t2.get("search_p95_ms"),
-                                  "met": (t2.get("search_p50_ms") or 1e9) <= 20},
+        "search_p50_20ms_at_2m": {
+            "tantivy_p50_ms": t2.get("search_p50_ms"),
+            "tantivy_p95_ms": t2.get("search_p95_ms"),
+            "met": (t2.get("search_p50_ms") or 1e9) <= 20,
+        },
         "caveats": [
             "the 2M corpus reuses the vocabulary of the 160k real paragraphs: posting lists are longer "
             "than in 2M distinct paragraphs, so the search-latency growth (and its 36.6M extrapolation) "
@@ -297,9 +335,11 @@ def assess(rows: list[dict], bm25s_cap: int | None) -> dict:
     }
     if bm25s_cap:
         out["bm25s_capped_at"] = bm25s_cap
-        out["caveats"].append(f"bm25s was capped at {bm25s_cap:,} paragraphs in the '2m' run to keep the "
-                              "benchmark under ~15 min (it indexes at about 3k paragraphs/s on this machine); "
-                              "its extrapolation uses the mini and capped points")
+        out["caveats"].append(
+            f"bm25s was capped at {bm25s_cap:,} paragraphs in the '2m' run to keep the "
+            "benchmark under ~15 min (it indexes at about 3k paragraphs/s on this machine); "
+            "its extrapolation uses the mini and capped points"
+        )
     return out
 
 
@@ -344,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
             d.mkdir(parents=True)
             cap = a.bm25s_cap if engine == "bm25s" else None
             row = {"engine": engine, "corpus": cname, "load_before": load_avg()}
-            print(f"[{time.strftime('%H:%M:%S')}] build {engine} on {cname} (load {row['load_before']})", file=sys.stderr)
+            print(
+                f"[{time.strftime('%H:%M:%S')}] build {engine} on {cname} (load {row['load_before']})", file=sys.stderr
+            )
             b = run_child(["build", engine, str(d), json.dumps({"files": files, "cap": cap})], a.timeout)
             row.update({f"build_{k}" if k in ("peak_rss_mb", "cpu_seconds") else k: v for k, v in b.items()})
             if "error" not in b:
@@ -364,12 +406,20 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "bench/index.py",
         "command": " ".join(["python", "-m", "bench.index", *(argv if argv is not None else sys.argv[1:])]),
-        "machine": {"cores": os.cpu_count(), "cpu": _cpu_model(), "ram_gib": _ram_gib(),
-                    "python": platform.python_version(), "shared_cpu": "yes: other jobs ran at the same time; see load_before/after",
-                    "uptime_load_before": None, "uptime_load_after": load_avg()},
+        "machine": {
+            "cores": os.cpu_count(),
+            "cpu": _cpu_model(),
+            "ram_gib": _ram_gib(),
+            "python": platform.python_version(),
+            "shared_cpu": "yes: other jobs ran at the same time; see load_before/after",
+            "uptime_load_before": None,
+            "uptime_load_after": load_avg(),
+        },
         "versions": _versions(),
-        "corpora": {"mini": "sqa index --corpus mini: 9,251 StrategyQA gold + 150,679 distractor paragraphs",
-                    "2m": f"{a.size_2m:,} paragraphs resampled from the mini corpus (see module doc of bench/index.py)"},
+        "corpora": {
+            "mini": "sqa index --corpus mini: 9,251 StrategyQA gold + 150,679 distractor paragraphs",
+            "2m": f"{a.size_2m:,} paragraphs resampled from the mini corpus (see module doc of bench/index.py)",
+        },
         "queries": f"{len(queries) - 20} timed + 20 warm-up 10-word queries from StrategyQA train questions, top-10, one core",
         "targets": {"paragraphs_per_s": 10_000, "search_p50_ms_at_2m": 20},
         "results": rows,

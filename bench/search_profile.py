@@ -34,7 +34,9 @@ from pathlib import Path
 
 from bench.index_vs_lucene import machine, queries, rel, segment_count
 
-RESULTS = Path(__file__).parent / "work" / "search_profile.json"  # the recorded one: --out bench/results/search_profile.json
+RESULTS = (
+    Path(__file__).parent / "work" / "search_profile.json"
+)  # the recorded one: --out bench/results/search_profile.json
 # native frame name fragments -> the part of the search they are
 PARTS = {
     "block_wand (pruned top-k)": "block_wand",
@@ -80,9 +82,30 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "raw.txt"
-        cmd = [spy, "record", "--native", "-r", "200", "-f", "raw", "-o", str(raw), "--", sys.executable,
-               "-m", "bench.search_profile", "--loop", "--index-dir", a.index_dir, "--queries", str(a.queries),
-               "--warmup", str(a.warmup), "--passes", str(a.passes)]
+        cmd = [
+            spy,
+            "record",
+            "--native",
+            "-r",
+            "200",
+            "-f",
+            "raw",
+            "-o",
+            str(raw),
+            "--",
+            sys.executable,
+            "-m",
+            "bench.search_profile",
+            "--loop",
+            "--index-dir",
+            a.index_dir,
+            "--queries",
+            str(a.queries),
+            "--warmup",
+            str(a.warmup),
+            "--passes",
+            str(a.passes),
+        ]
         t0 = time.time()
         subprocess.run(cmd, check=True, capture_output=True, cwd=Path(__file__).resolve().parents[1])
         secs = time.time() - t0
@@ -97,19 +120,24 @@ def main(argv: list[str] | None = None) -> int:
             for part, frag in PARTS.items():
                 if any(frag in f for f in frames):
                     hits[part] += n
-    out = {"benchmark": "bench/search_profile.py",
-           "command": " ".join(["python", "-m", "bench.search_profile", *(argv if argv is not None else sys.argv[1:])]),
-           "machine": machine(), "index_dir": rel(a.index_dir), "segments": segment_count("sqa", Path(a.index_dir)),
-           "method": f"py-spy record --native -r 200 over {a.passes} passes of {a.warmup + a.queries} StrategyQA train "
-                     "questions through TantivyBackend.search(q, 10), one core; share = samples whose stack has a "
-                     "frame of that part (parts nest, so shares overlap)",
-           "samples": total, "seconds": round(secs, 1),
-           "share_in_TantivyBackend_search": round(in_search / total, 3),
-           "share_by_part": {p: round(hits[p] / total, 3) for p in PARTS},
-           "reading": "no block_wand samples and most time in the exhaustive union under MultiCollector: tantivy-py "
-                      "0.27's Searcher.search always wraps TopDocs in a MultiCollector, which disables tantivy's "
-                      "block-max WAND pruning; the fix is upstream (search with the TopDocs collector alone when "
-                      "count is False and no order/weight field is given)"}
+    out = {
+        "benchmark": "bench/search_profile.py",
+        "command": " ".join(["python", "-m", "bench.search_profile", *(argv if argv is not None else sys.argv[1:])]),
+        "machine": machine(),
+        "index_dir": rel(a.index_dir),
+        "segments": segment_count("sqa", Path(a.index_dir)),
+        "method": f"py-spy record --native -r 200 over {a.passes} passes of {a.warmup + a.queries} StrategyQA train "
+        "questions through TantivyBackend.search(q, 10), one core; share = samples whose stack has a "
+        "frame of that part (parts nest, so shares overlap)",
+        "samples": total,
+        "seconds": round(secs, 1),
+        "share_in_TantivyBackend_search": round(in_search / total, 3),
+        "share_by_part": {p: round(hits[p] / total, 3) for p in PARTS},
+        "reading": "no block_wand samples and most time in the exhaustive union under MultiCollector: tantivy-py "
+        "0.27's Searcher.search always wraps TopDocs in a MultiCollector, which disables tantivy's "
+        "block-max WAND pruning; the fix is upstream (search with the TopDocs collector alone when "
+        "count is False and no order/weight field is given)",
+    }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out["share_by_part"], indent=1))

@@ -34,10 +34,21 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.index_vs_lucene import (LUCENE_PYTHON, WORK, load_avg, machine, queries, rel, run_child,
-                             segment_count, versions)
+from bench.index_vs_lucene import (
+    LUCENE_PYTHON,
+    WORK,
+    load_avg,
+    machine,
+    queries,
+    rel,
+    run_child,
+    segment_count,
+    versions,
+)
 
-RESULTS = Path(__file__).parent / "work" / "search_vs_lucene.json"  # the recorded one: --out bench/results/search_vs_lucene.json
+RESULTS = (
+    Path(__file__).parent / "work" / "search_vs_lucene.json"
+)  # the recorded one: --out bench/results/search_vs_lucene.json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,8 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--lucene-python", default=str(LUCENE_PYTHON))
-    ap.add_argument("--also", action="append", default=[], metavar="LABEL=DIR",
-                    help="another sqa index of the same size searched in the same rounds (e.g. another segment geometry)")
+    ap.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="another sqa index of the same size searched in the same rounds (e.g. another segment geometry)",
+    )
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args(argv)
     qs = queries(a.queries, a.warmup)
@@ -62,18 +78,26 @@ def main(argv: list[str] | None = None) -> int:
             targets[label] = ("sqa", Path(d))
         for label, (e, d) in targets.items():
             if not d.is_dir():
-                print(f"error: {rel(d)}: no kept {e} index for {label}; build it with `python -m bench.index_vs_lucene "
-                      f"--sizes {size} --repeats 1 --keep --out bench/work/keep.json`", file=sys.stderr)
+                print(
+                    f"error: {rel(d)}: no kept {e} index for {label}; build it with `python -m bench.index_vs_lucene "
+                    f"--sizes {size} --repeats 1 --keep --out bench/work/keep.json`",
+                    file=sys.stderr,
+                )
                 return 2
         labels = list(targets)
         lat: dict[str, list[list[float]]] = {t: [] for t in labels}
         for r in range(a.rounds):
-            for label in labels[r % len(labels):] + labels[: r % len(labels)]:  # rotate who goes first
+            for label in labels[r % len(labels) :] + labels[: r % len(labels)]:  # rotate who goes first
                 engine, d = targets[label]
                 python = a.lucene_python if engine == "lucene" else sys.executable
                 row = {"index": label, "engine": engine, "size": size, "round": r, "load_before": load_avg()}
-                res = run_child(python, "search", engine, {"index_dir": str(d), "queries": qs,
-                                                          "warmup": a.warmup, "latencies": True}, 3600)
+                res = run_child(
+                    python,
+                    "search",
+                    engine,
+                    {"index_dir": str(d), "queries": qs, "warmup": a.warmup, "latencies": True},
+                    3600,
+                )
                 if "error" in res:
                     print(f"error: {label} search failed: {res}", file=sys.stderr)
                     return 1
@@ -85,11 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         s: dict = {}
         for label, (e, d) in targets.items():
             rows = [x for x in out_rows if x["index"] == label and x["size"] == size]
-            s[label] = {"index_dir": rel(d), "segments": segment_count(e, d),
-                        "search_p50_ms_per_round": [x["search_p50_ms"] for x in rows],
-                        "search_p50_ms": round(statistics.median(x["search_p50_ms"] for x in rows), 2),
-                        "search_p95_ms": round(statistics.median(x["search_p95_ms"] for x in rows), 2),
-                        "p50_of_per_query_medians_ms": round(float(np.median(per_q[label])), 2)}
+            s[label] = {
+                "index_dir": rel(d),
+                "segments": segment_count(e, d),
+                "search_p50_ms_per_round": [x["search_p50_ms"] for x in rows],
+                "search_p50_ms": round(statistics.median(x["search_p50_ms"] for x in rows), 2),
+                "search_p95_ms": round(statistics.median(x["search_p95_ms"] for x in rows), 2),
+                "p50_of_per_query_medians_ms": round(float(np.median(per_q[label])), 2),
+            }
         rng = np.random.default_rng(0)
         for label in labels:
             if label == "lucene":
@@ -100,19 +127,27 @@ def main(argv: list[str] | None = None) -> int:
                 "search_p50_ms": round(s[label]["search_p50_ms"] / s["lucene"]["search_p50_ms"], 3),
                 "search_p95_ms": round(s[label]["search_p95_ms"] / s["lucene"]["search_p95_ms"], 3),
                 "per_query_median": round(float(np.median(ratio)), 3),
-                "per_query_median_95": [round(float(np.percentile(boots, 2.5)), 3),
-                                        round(float(np.percentile(boots, 97.5)), 3)],
-                "queries_where_faster": round(float(np.mean(ratio < 1)), 3)}
+                "per_query_median_95": [
+                    round(float(np.percentile(boots, 2.5)), 3),
+                    round(float(np.percentile(boots, 97.5)), 3),
+                ],
+                "queries_where_faster": round(float(np.mean(ratio < 1)), 3),
+            }
         s["sqa_search_p50_at_most_lucene"] = s["sqa"]["search_p50_ms"] <= s["lucene"]["search_p50_ms"]
         summary[str(size)] = s
         print(json.dumps(s), file=sys.stderr, flush=True)
-    result = {"benchmark": "bench/search_vs_lucene.py",
-              "command": " ".join(["python", "-m", "bench.search_vs_lucene", *(argv if argv is not None else sys.argv[1:])]),
-              "machine": machine(), "versions": versions(a.lucene_python),
-              "method": f"{a.rounds} rounds, the indexes taking turns to go first; per round one child per engine pinned to one "
-                        f"core: {a.warmup} warm-up then {a.queries} timed StrategyQA train questions, top-10, stored "
-                        "paragraph fetched, BM25 k1=1.2 b=0.75 in both",
-              "results": out_rows, "summary": summary, "wall_seconds": round(time.time() - started)}
+    result = {
+        "benchmark": "bench/search_vs_lucene.py",
+        "command": " ".join(["python", "-m", "bench.search_vs_lucene", *(argv if argv is not None else sys.argv[1:])]),
+        "machine": machine(),
+        "versions": versions(a.lucene_python),
+        "method": f"{a.rounds} rounds, the indexes taking turns to go first; per round one child per engine pinned to one "
+        f"core: {a.warmup} warm-up then {a.queries} timed StrategyQA train questions, top-10, stored "
+        "paragraph fetched, BM25 k1=1.2 b=0.75 in both",
+        "results": out_rows,
+        "summary": summary,
+        "wall_seconds": round(time.time() - started),
+    }
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

@@ -51,8 +51,11 @@ def _p(lo: float) -> float:
 def _tokens_server(base_url: str, text: str) -> list[int] | None:
     """llama-cpp-python's /extras/tokenize (an extra of that server, not of the OpenAI API)."""
     root = base_url.rstrip("/").removesuffix("/v1")
-    req = urllib.request.Request(root + "/extras/tokenize", data=json.dumps({"input": text}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        root + "/extras/tokenize",
+        data=json.dumps({"input": text}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return json.loads(r.read())["tokens"]
@@ -62,8 +65,13 @@ def _tokens_server(base_url: str, text: str) -> list[int] | None:
 
 def _stats(xs: list[float]) -> dict:
     xs = sorted(xs)
-    return {"n": len(xs), "max": round(xs[-1], 5), "mean": round(sum(xs) / len(xs), 5),
-            "median": round(xs[len(xs) // 2], 5), "p90": round(xs[int(0.9 * (len(xs) - 1))], 5)}
+    return {
+        "n": len(xs),
+        "max": round(xs[-1], 5),
+        "mean": round(sum(xs) / len(xs), 5),
+        "median": round(xs[len(xs) // 2], 5),
+        "p90": round(xs[int(0.9 * (len(xs) - 1))], 5),
+    }
 
 
 def agreement(args) -> dict:
@@ -115,18 +123,26 @@ def agreement(args) -> dict:
 
     out = {
         "what": "P(yes) = P(Yes)/(P(Yes)+P(No)) of the next token after the facts reader's plain prompt (raw text, "
-                "sqa.facts.prompt.plain_prompt) for the first N dev questions, read four ways",
+        "sqa.facts.prompt.plain_prompt) for the first N dev questions, read four ways",
         "command": " ".join(["python", "-m", "bench.server"] + sys.argv[1:]),
-        "model": MODEL, "gguf_sha256": MODELS[MODEL].sha256,
-        "server": {**served.server_info, "package": "llama-cpp-python[server]==0.3.36",
-                   "command": "python -m llama_cpp.server --model GGUF --model_alias qwen2.5-coder-0.5b --host 127.0.0.1 "
-                              "--port P --n_ctx 4096 --n_threads 1 --n_threads_batch 2"},
-        "in_process": {"cyllama": "0.2.18 (its own llama.cpp build)", "llama_cpp_python": "0.3.36 (the server's build)"},
+        "model": MODEL,
+        "gguf_sha256": MODELS[MODEL].sha256,
+        "server": {
+            **served.server_info,
+            "package": "llama-cpp-python[server]==0.3.36",
+            "command": "python -m llama_cpp.server --model GGUF --model_alias qwen2.5-coder-0.5b --host 127.0.0.1 "
+            "--port P --n_ctx 4096 --n_threads 1 --n_threads_batch 2",
+        },
+        "in_process": {
+            "cyllama": "0.2.18 (its own llama.cpp build)",
+            "llama_cpp_python": "0.3.36 (the server's build)",
+        },
         "n_prompts": len(prompts),
         "tokens": {
             "cyllama_equals_server": sum(a == b for a, b in zip(tok_cy, tok_srv)),
             "cyllama_equals_llama_cpp_python": sum(a == b for a, b in zip(tok_cy, tok_lcp)),
-            "bos_token_id": bos, "bos_first_cyllama": sum(bool(t) and t[0] == bos for t in tok_cy),
+            "bos_token_id": bos,
+            "bos_first_cyllama": sum(bool(t) and t[0] == bos for t in tok_cy),
             "bos_first_server": sum(bool(t) and t[0] == bos for t in tok_srv if t),
             "mean_prompt_tokens": round(sum(map(len, tok_cy)) / len(tok_cy), 1),
         },
@@ -136,21 +152,36 @@ def agreement(args) -> dict:
             "cyllama_cold_vs_llama_cpp_python (build only)": diff(cold, p_lcp),
             "server_vs_cyllama_warm (what sqa compares)": diff(p_served, warm),
         },
-        "answer_flips": {"server_vs_cyllama_warm": flips(p_served, warm), "cyllama_cold_vs_llama_cpp_python": flips(cold, p_lcp)},
-        "per_prompt": [{"qid": q.qid, "cyllama_cold": round(a, 5), "cyllama_warm": round(b, 5),
-                        "llama_cpp_python": round(c, 5), "server": round(d, 5)}
-                       for q, a, b, c, d in zip(qs, cold, warm, p_lcp, p_served)],
+        "answer_flips": {
+            "server_vs_cyllama_warm": flips(p_served, warm),
+            "cyllama_cold_vs_llama_cpp_python": flips(cold, p_lcp),
+        },
+        "per_prompt": [
+            {
+                "qid": q.qid,
+                "cyllama_cold": round(a, 5),
+                "cyllama_warm": round(b, 5),
+                "llama_cpp_python": round(c, 5),
+                "server": round(d, 5),
+            }
+            for q, a, b, c, d in zip(qs, cold, warm, p_lcp, p_served)
+        ],
         "server_seconds": round(s_served, 2),
         "readout_stats": served.readout_stats,
     }
     if args.runs:
         out["eval"] = compare_runs(*args.runs)
-    out["machine"] = {"cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2), "python": platform.python_version()}
+    out["machine"] = {
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+    }
     return out
 
 
 def compare_runs(inproc: str, served: str) -> dict:
     """Per-question answers and P(yes) of two ``sqa eval`` run directories over the same questions."""
+
     def load(d):
         return {json.loads(line)["qid"]: json.loads(line) for line in open(Path(d) / "traces.jsonl", encoding="utf-8")}
 
@@ -167,14 +198,30 @@ def compare_runs(inproc: str, served: str) -> dict:
         "same_answer": sum(a[q]["answer"] == b[q]["answer"] for q in qids),
         "same_decomposition": same_steps,
         "abs_diff_p_yes": _stats([abs(a[q]["p_yes"] - b[q]["p_yes"]) for q in qids]),
-        "abs_diff_by_signal": {s: _stats([abs(a[q]["signals"][s] - b[q]["signals"][s]) for q in qids
-                                          if s in a[q]["signals"] and s in b[q]["signals"]]) for s in signals},
+        "abs_diff_by_signal": {
+            s: _stats(
+                [
+                    abs(a[q]["signals"][s] - b[q]["signals"][s])
+                    for q in qids
+                    if s in a[q]["signals"] and s in b[q]["signals"]
+                ]
+            )
+            for s in signals
+        },
         "accuracy": {"in_process": ma["Accuracy"], "served": mb["Accuracy"]},
-        "seconds_per_question": {"in_process": round(ma["seconds_per_question"], 2),
-                                 "served": round(mb["seconds_per_question"], 2)},
+        "seconds_per_question": {
+            "in_process": round(ma["seconds_per_question"], 2),
+            "served": round(mb["seconds_per_question"], 2),
+        },
         "yes_no_unread": mb.get("yes_no_unread"),
-        "per_question": [{"qid": q, "answer": [a[q]["answer"], b[q]["answer"]],
-                          "p_yes": [round(a[q]["p_yes"], 4), round(b[q]["p_yes"], 4)]} for q in qids],
+        "per_question": [
+            {
+                "qid": q,
+                "answer": [a[q]["answer"], b[q]["answer"]],
+                "p_yes": [round(a[q]["p_yes"], 4), round(b[q]["p_yes"], 4)],
+            }
+            for q in qids
+        ],
     }
 
 
@@ -183,13 +230,18 @@ def concurrency(args) -> dict:
     for c in args.levels:
         rows.append(_eval_row(args, c))
         print(rows[-1], flush=True)
-    return {"what": "sqa eval --preset steps through the server, questions/s with SQA_OPENAI_CONCURRENCY 1 vs 8 "
-                    "(8: the steps reader sends its questions in lockstep, each phase's prompts concurrently)",
-            "command": " ".join(["python", "-m", "bench.server"] + sys.argv[1:]),
-            "server": "llama-cpp-python[server]==0.3.36, one model instance, --n_threads 1 --n_threads_batch 2, n_ctx 4096",
-            "rows": rows,
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                        "note": "2 cores shared with 3 other developers' jobs: load averages above show the contention"}}
+    return {
+        "what": "sqa eval --preset steps through the server, questions/s with SQA_OPENAI_CONCURRENCY 1 vs 8 "
+        "(8: the steps reader sends its questions in lockstep, each phase's prompts concurrently)",
+        "command": " ".join(["python", "-m", "bench.server"] + sys.argv[1:]),
+        "server": "llama-cpp-python[server]==0.3.36, one model instance, --n_threads 1 --n_threads_batch 2, n_ctx 4096",
+        "rows": rows,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "note": "2 cores shared with 3 other developers' jobs: load averages above show the contention",
+        },
+    }
 
 
 def overlap(args) -> dict:
@@ -225,10 +277,20 @@ def overlap(args) -> dict:
             with lock:
                 state["in_flight"] -= 1
             top = {" Yes": -0.6, " No": -0.9}
-            lp = {"tokens": [" Yes"], "token_logprobs": [-0.6], "top_logprobs": [top], "text_offset": [0]} \
-                if req.get("logprobs") else None
-            self._send({"id": "x", "object": "text_completion", "created": 0, "model": MODEL,
-                        "choices": [{"text": " Yes", "index": 0, "logprobs": lp, "finish_reason": "length"}]})
+            lp = (
+                {"tokens": [" Yes"], "token_logprobs": [-0.6], "top_logprobs": [top], "text_offset": [0]}
+                if req.get("logprobs")
+                else None
+            )
+            self._send(
+                {
+                    "id": "x",
+                    "object": "text_completion",
+                    "created": 0,
+                    "model": MODEL,
+                    "choices": [{"text": " Yes", "index": 0, "logprobs": lp, "finish_reason": "length"}],
+                }
+            )
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
@@ -242,18 +304,38 @@ def overlap(args) -> dict:
         rows.append(row)
         print(row, flush=True)
     httpd.shutdown()
-    return {"what": "sqa eval --preset steps against a stand-in OpenAI-compatible server that answers each request "
-                    f"after {latency} s, all in parallel (a batching server's behaviour): SQA_OPENAI_CONCURRENCY 1 vs 8",
-            "command": " ".join(["python", "-m", "bench.server"] + sys.argv[1:]),
-            "rows": rows, "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+    return {
+        "what": "sqa eval --preset steps against a stand-in OpenAI-compatible server that answers each request "
+        f"after {latency} s, all in parallel (a batching server's behaviour): SQA_OPENAI_CONCURRENCY 1 vs 8",
+        "command": " ".join(["python", "-m", "bench.server"] + sys.argv[1:]),
+        "rows": rows,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
 
 
 def _eval_row(args, c: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "SQA_OPENAI_CONCURRENCY": str(c)}
-        cmd = [sys.executable, "-c", "import sys; from sqa.cli import main; sys.exit(main())", "eval", "--preset",
-               "steps", "--split", "dev", "--limit", str(args.limit), "--model", f"openai:{MODEL}", "--base-url",
-               args.base_url, "--index-dir", args.index_dir, "--out", str(Path(tmp) / "run")]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import sys; from sqa.cli import main; sys.exit(main())",
+            "eval",
+            "--preset",
+            "steps",
+            "--split",
+            "dev",
+            "--limit",
+            str(args.limit),
+            "--model",
+            f"openai:{MODEL}",
+            "--base-url",
+            args.base_url,
+            "--index-dir",
+            args.index_dir,
+            "--out",
+            str(Path(tmp) / "run"),
+        ]
         load0 = os.getloadavg()[0]
         t = time.perf_counter()
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -261,11 +343,16 @@ def _eval_row(args, c: int) -> dict:
         if r.returncode:
             raise SystemExit(f"concurrency {c}: sqa eval failed: {r.stderr[-500:]}")
         m = json.loads((Path(tmp) / "run" / "metrics.json").read_text())
-        return {"concurrency": c, "wall_seconds": round(wall, 1), "questions": m["n"],
-                "questions_per_second": round(m["n"] / wall, 4),
-                "seconds_per_question_inside_answer_batch": round(m["seconds_per_question"], 2),
-                "Accuracy": m["Accuracy"], "load_avg_1m_before": round(load0, 2),
-                "load_avg_1m_after": round(os.getloadavg()[0], 2)}
+        return {
+            "concurrency": c,
+            "wall_seconds": round(wall, 1),
+            "questions": m["n"],
+            "questions_per_second": round(m["n"] / wall, 4),
+            "seconds_per_question_inside_answer_batch": round(m["seconds_per_question"], 2),
+            "Accuracy": m["Accuracy"],
+            "load_avg_1m_before": round(load0, 2),
+            "load_avg_1m_after": round(os.getloadavg()[0], 2),
+        }
 
 
 def main() -> None:

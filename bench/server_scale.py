@@ -58,11 +58,21 @@ def stand_in(latency: float) -> tuple[ThreadingHTTPServer, dict]:
                 state["requests"] += 1
                 time.sleep(latency)
             top = {" Yes": -0.6, " No": -0.9}
-            lp = {"tokens": [" Yes"], "token_logprobs": [-0.6], "top_logprobs": [top], "text_offset": [0]} \
-                if req.get("logprobs") else None
-            self._send({"id": "x", "object": "text_completion", "created": 0, "model": MODEL,
-                        "choices": [{"text": " Yes", "index": 0, "logprobs": lp, "finish_reason": "length"}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}})
+            lp = (
+                {"tokens": [" Yes"], "token_logprobs": [-0.6], "top_logprobs": [top], "text_offset": [0]}
+                if req.get("logprobs")
+                else None
+            )
+            self._send(
+                {
+                    "id": "x",
+                    "object": "text_completion",
+                    "created": 0,
+                    "model": MODEL,
+                    "choices": [{"text": " Yes", "index": 0, "logprobs": lp, "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+                }
+            )
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
@@ -74,9 +84,24 @@ def row(urls: list[str], states: list[dict], limit: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "SQA_HOME": str(Path(tmp) / "home")}
         env.pop("SQA_OPENAI_CONCURRENCY", None)
-        cmd = [sys.executable, "-c", "import sys; from sqa.cli import main; sys.exit(main())", "eval", "--reader",
-               "steps", "--no-retrieval", "--split", "dev", "--limit", str(limit), "--model", f"openai:{MODEL}",
-               *[a for u in urls for a in ("--base-url", u)], "--out", str(Path(tmp) / "run")]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import sys; from sqa.cli import main; sys.exit(main())",
+            "eval",
+            "--reader",
+            "steps",
+            "--no-retrieval",
+            "--split",
+            "dev",
+            "--limit",
+            str(limit),
+            "--model",
+            f"openai:{MODEL}",
+            *[a for u in urls for a in ("--base-url", u)],
+            "--out",
+            str(Path(tmp) / "run"),
+        ]
         before = [s["requests"] for s in states]
         load0 = os.getloadavg()[0]
         t = time.perf_counter()
@@ -85,13 +110,22 @@ def row(urls: list[str], states: list[dict], limit: int) -> dict:
         if r.returncode:
             raise SystemExit(f"{len(urls)} server(s): sqa eval failed: {r.stderr[-800:]}")
         run = json.loads((Path(tmp) / "run" / "run.json").read_text())
-        answering = sum(json.loads(x)["eval"]["seconds"] for x in (Path(tmp) / "run" / "traces.jsonl").read_text().splitlines())
-        return {"servers": len(urls), "wall_seconds": round(wall, 2), "questions": limit,
-                "answering_seconds": round(answering, 2), "questions_per_second": round(limit / answering, 4),
-                "questions_per_wall_second": round(limit / wall, 4),
-                "requests_per_server": [s["requests"] - b for s, b in zip(states, before)],
-                "slots_per_server": run["server"]["concurrency"], "cost": run.get("cost"),
-                "load_avg_1m_before": round(load0, 2), "load_avg_1m_after": round(os.getloadavg()[0], 2)}
+        answering = sum(
+            json.loads(x)["eval"]["seconds"] for x in (Path(tmp) / "run" / "traces.jsonl").read_text().splitlines()
+        )
+        return {
+            "servers": len(urls),
+            "wall_seconds": round(wall, 2),
+            "questions": limit,
+            "answering_seconds": round(answering, 2),
+            "questions_per_second": round(limit / answering, 4),
+            "questions_per_wall_second": round(limit / wall, 4),
+            "requests_per_server": [s["requests"] - b for s, b in zip(states, before)],
+            "slots_per_server": run["server"]["concurrency"],
+            "cost": run.get("cost"),
+            "load_avg_1m_before": round(load0, 2),
+            "load_avg_1m_after": round(os.getloadavg()[0], 2),
+        }
 
 
 def main() -> None:
@@ -108,14 +142,18 @@ def main() -> None:
         h.shutdown()
     speedup = rows[1]["questions_per_second"] / rows[0]["questions_per_second"]
     wall_speedup = rows[1]["questions_per_wall_second"] / rows[0]["questions_per_wall_second"]
-    res = {"what": "sqa eval --reader steps --no-retrieval through 1 vs 2 stand-in servers that each run one request "
-                   f"at a time and answer after {args.latency} s (llama.cpp's server's one slot)",
-           "command": " ".join(["python", "-m", "bench.server_scale"] + sys.argv[1:]),
-           "rows": rows, "speedup_2_vs_1": round(speedup, 3), "wall_speedup_2_vs_1": round(wall_speedup, 3),
-           "note": "questions_per_second: questions over the seconds spent answering them (traces.jsonl eval.seconds: "
-                   "the steps reader's lockstep batches); questions_per_wall_second also counts process start and the "
-                   "load-time checks (model list, probes, fingerprint, concurrency measurement)",
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+    res = {
+        "what": "sqa eval --reader steps --no-retrieval through 1 vs 2 stand-in servers that each run one request "
+        f"at a time and answer after {args.latency} s (llama.cpp's server's one slot)",
+        "command": " ".join(["python", "-m", "bench.server_scale"] + sys.argv[1:]),
+        "rows": rows,
+        "speedup_2_vs_1": round(speedup, 3),
+        "wall_speedup_2_vs_1": round(wall_speedup, 3),
+        "note": "questions_per_second: questions over the seconds spent answering them (traces.jsonl eval.seconds: "
+        "the steps reader's lockstep batches); questions_per_wall_second also counts process start and the "
+        "load-time checks (model list, probes, fingerprint, concurrency measurement)",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(res, indent=1))
 

@@ -74,9 +74,14 @@ def evaluate(rows: list[dict], names: tuple[str, ...]) -> dict:
     correct = [(p >= 0.5) == y for p, y in zip(ps, ys)]
     lo, hi = bootstrap_ci(correct)
     a = auc(ps, ys)
-    return {"decision": "+".join(names), "n": len(rows), "accuracy": round(sum(correct) / len(rows), 4),
-            "accuracy_95ci": [round(lo, 4), round(hi, 4)], "auc": None if a is None else round(a, 4),
-            "mean_p_yes": round(sum(ps) / len(ps), 4)}
+    return {
+        "decision": "+".join(names),
+        "n": len(rows),
+        "accuracy": round(sum(correct) / len(rows), 4),
+        "accuracy_95ci": [round(lo, 4), round(hi, 4)],
+        "auc": None if a is None else round(a, 4),
+        "mean_p_yes": round(sum(ps) / len(ps), 4),
+    }
 
 
 def analyse_rows(label: str, split: str, identity: dict | list, rows: list[dict]) -> dict:
@@ -88,9 +93,15 @@ def analyse_rows(label: str, split: str, identity: dict | list, rows: list[dict]
     results = [evaluate(rows, c) for c in combos]
     ys = [bool(r["gold"]) for r in rows]
     secs = [r["timings"].get("total", 0.0) for r in rows]
-    return {"run_dir": label, "split": split, "identity": identity, "n": len(rows),
-            "majority_accuracy": round(sum(not y for y in ys) / len(ys), 4),
-            "seconds_per_question": round(sum(secs) / len(secs), 2), "decisions": results}
+    return {
+        "run_dir": label,
+        "split": split,
+        "identity": identity,
+        "n": len(rows),
+        "majority_accuracy": round(sum(not y for y in ys) / len(ys), 4),
+        "seconds_per_question": round(sum(secs) / len(secs), 2),
+        "decisions": results,
+    }
 
 
 def analyse(run_dir: Path) -> dict:
@@ -110,7 +121,9 @@ def analyse_choice(run_dirs: list[Path]) -> dict:
     for run_dir in run_dirs:
         run, run_rows = load_run(run_dir)
         if run["identity"]["split"] == "dev":
-            raise SystemExit(f"{run_dir}: --choose must not be a dev run; the decision is chosen on train questions only")
+            raise SystemExit(
+                f"{run_dir}: --choose must not be a dev run; the decision is chosen on train questions only"
+            )
         identities.append(run["identity"])
         splits.append(run["identity"]["split"])
         for r in run_rows:
@@ -119,27 +132,43 @@ def analyse_choice(run_dirs: list[Path]) -> dict:
                 continue
             seen.add(r["qid"])
             rows.append(r)
-    res = analyse_rows(" + ".join(f"RUNS_DIR/{p.name}" for p in run_dirs), "+".join(dict.fromkeys(splits)) + " (no dev questions)",
-                       identities, rows)
+    res = analyse_rows(
+        " + ".join(f"RUNS_DIR/{p.name}" for p in run_dirs),
+        "+".join(dict.fromkeys(splits)) + " (no dev questions)",
+        identities,
+        rows,
+    )
     res["dropped_dev_or_repeated"] = dropped
     return res
 
 
 def table(res: dict, chosen: str | None) -> Table:
-    t = Table(title=f"{res['split']} ({res['n']} questions, majority {res['majority_accuracy']:.3f}) - {res['run_dir']}")
+    t = Table(
+        title=f"{res['split']} ({res['n']} questions, majority {res['majority_accuracy']:.3f}) - {res['run_dir']}"
+    )
     for c in ("decision", "accuracy", "95% CI", "AUC", "mean P(yes)"):
         t.add_column(c, justify="left" if c == "decision" else "right")
     for d in sorted(res["decisions"], key=lambda d: (-d["accuracy"], -(d["auc"] or 0))):
         mark = " *" if d["decision"] == chosen else ""
-        t.add_row(d["decision"] + mark, f"{d['accuracy']:.3f}", f"{d['accuracy_95ci'][0]:.3f}-{d['accuracy_95ci'][1]:.3f}",
-                  "-" if d["auc"] is None else f"{d['auc']:.3f}", f"{d['mean_p_yes']:.3f}")
+        t.add_row(
+            d["decision"] + mark,
+            f"{d['accuracy']:.3f}",
+            f"{d['accuracy_95ci'][0]:.3f}-{d['accuracy_95ci'][1]:.3f}",
+            "-" if d["auc"] is None else f"{d['auc']:.3f}",
+            f"{d['mean_p_yes']:.3f}",
+        )
     return t
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--choose", type=Path, nargs="+", required=True,
-                    help="run directories (train-2061 or train) the decision is chosen on; dev questions are dropped")
+    ap.add_argument(
+        "--choose",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="run directories (train-2061 or train) the decision is chosen on; dev questions are dropped",
+    )
     ap.add_argument("--report", type=Path, nargs="*", default=[], help="further run directories, reported only")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
@@ -150,14 +179,23 @@ def main() -> None:
     for r in [choose, *reports]:
         con.print(table(r, best["decision"]))
     # run folders by name only (RUNS_DIR: wherever they were decompressed): no machine path in results
-    command = ("python -m experiments.decision --choose " + " ".join(f"RUNS_DIR/{p.name}" for p in args.choose)
-               + (" --report " + " ".join(f"RUNS_DIR/{p.name}" for p in args.report) if args.report else ""))
-    out = {"command": command, "chosen_on": [f"RUNS_DIR/{p.name}" for p in args.choose],
-           "chosen": best["decision"], "runs": [choose, *reports]}
+    command = (
+        "python -m experiments.decision --choose "
+        + " ".join(f"RUNS_DIR/{p.name}" for p in args.choose)
+        + (" --report " + " ".join(f"RUNS_DIR/{p.name}" for p in args.report) if args.report else "")
+    )
+    out = {
+        "command": command,
+        "chosen_on": [f"RUNS_DIR/{p.name}" for p in args.choose],
+        "chosen": best["decision"],
+        "runs": [choose, *reports],
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
-    con.print(f"chosen on {choose['split']}: [bold]{best['decision']}[/bold] (accuracy {best['accuracy']:.3f}, "
-              f"AUC {best['auc']}) -> {args.out}")
+    con.print(
+        f"chosen on {choose['split']}: [bold]{best['decision']}[/bold] (accuracy {best['accuracy']:.3f}, "
+        f"AUC {best['auc']}) -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

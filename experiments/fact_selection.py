@@ -44,9 +44,11 @@ from sqa.facts.sources import WikipediaFacts, default_annotated_facts
 from sqa.strategyqa import load_questions
 
 WORK = Path(__file__).resolve().parent / "work"
-_STOP = frozenset("a an the of to in on and or is are was were be been do does did would could can will for with by at "
-                  "from as that this it its his her their they he she what which who whom how when where why not no "
-                  "yes than then there have has had into about over more most any all some".split())
+_STOP = frozenset(
+    "a an the of to in on and or is are was were be been do does did would could can will for with by at "
+    "from as that this it its his her their they he she what which who whom how when where why not no "
+    "yes than then there have has had into about over more most any all some".split()
+)
 _STEM = Stemmer.Stemmer("english")
 
 
@@ -80,8 +82,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index-dir", required=True)
     ap.add_argument("--limit", type=int, default=1000)
-    ap.add_argument("--out", type=Path, default=WORK / "fact_selection.json",
-                    help="results file (default experiments/work/fact_selection.json)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=WORK / "fact_selection.json",
+        help="results file (default experiments/work/fact_selection.json)",
+    )
     a = ap.parse_args()
     RESULTS = a.out
     demos = demo_qids()
@@ -106,32 +112,58 @@ def main() -> int:
                     rec.append(r)
                 gold = gold_paragraph_ids(q)
                 share += [f.ref in gold for f in facts]
-            rows.append({"source": "wikipedia", "facts": n_wiki, "sentence_paragraphs": m,
-                         "new_info_recall": round(float(np.mean(rec)), 4), "questions": len(rec),
-                         "gold_paragraph_share": round(float(np.mean(share)), 4),
-                         "ms_per_question": round(1000 * (time.perf_counter() - t) / len(qs), 2)})
+            rows.append(
+                {
+                    "source": "wikipedia",
+                    "facts": n_wiki,
+                    "sentence_paragraphs": m,
+                    "new_info_recall": round(float(np.mean(rec)), 4),
+                    "questions": len(rec),
+                    "gold_paragraph_share": round(float(np.mean(share)), 4),
+                    "ms_per_question": round(1000 * (time.perf_counter() - t) / len(qs), 2),
+                }
+            )
             print(rows[-1], flush=True)
     ann = default_annotated_facts()
     for n in (1, 2, 3, 5):
-        rec = [r for q in qs if (r := new_info_recall(q.question, list(q.facts),
-                                                     [f.text for f in ann.select(q.question, n, [q.qid])])) is not None]
-        rows.append({"source": "train-facts", "facts": n, "new_info_recall": round(float(np.mean(rec)), 4),
-                     "questions": len(rec)})
+        rec = [
+            r
+            for q in qs
+            if (r := new_info_recall(q.question, list(q.facts), [f.text for f in ann.select(q.question, n, [q.qid])]))
+            is not None
+        ]
+        rows.append(
+            {
+                "source": "train-facts",
+                "facts": n,
+                "new_info_recall": round(float(np.mean(rec)), 4),
+                "questions": len(rec),
+            }
+        )
         print(rows[-1], flush=True)
     # the 5 facts the reader is shown: shipped (3 Wikipedia + 2 train, interleaved) and the
     # paragraph oracle (the 5 best sentences of the question's annotated evidence paragraphs)
     backend = retriever.backend
     for name, oracle in (("shipped", None), ("oracle-paragraphs", "paragraphs")):
         sel = FactSelector(Cached(), FactSettings(sentence_paragraphs=3), annotated=ann, oracle=oracle, backend=backend)
-        rec = [r for q in qs if (r := new_info_recall(q.question, list(q.facts),
-                                                     [f.text for f in sel.select(q)[0]])) is not None]
-        rows.append({"source": name, "facts": 5, "new_info_recall": round(float(np.mean(rec)), 4),
-                     "questions": len(rec)})
+        rec = [
+            r
+            for q in qs
+            if (r := new_info_recall(q.question, list(q.facts), [f.text for f in sel.select(q)[0]])) is not None
+        ]
+        rows.append(
+            {"source": name, "facts": 5, "new_info_recall": round(float(np.mean(rec)), 4), "questions": len(rec)}
+        )
         print(rows[-1], flush=True)
-    out = {"split": "train-2061", "questions": len(qs), "selection": "first N in release order without the 6 "
-           "demonstration questions", "index": index_info(a.index_dir), "command":
-           f"python -m experiments.fact_selection --index-dir INDEX_DIR --limit {a.limit}",
-           "metric": "new-information recall of the annotated facts (see the script's docstring)", "rows": rows}
+    out = {
+        "split": "train-2061",
+        "questions": len(qs),
+        "selection": "first N in release order without the 6 demonstration questions",
+        "index": index_info(a.index_dir),
+        "command": f"python -m experiments.fact_selection --index-dir INDEX_DIR --limit {a.limit}",
+        "metric": "new-information recall of the annotated facts (see the script's docstring)",
+        "rows": rows,
+    }
     if RESULTS.exists():  # the written-up outcome of an earlier run stays
         out = {**out, **{k: v for k, v in json.loads(RESULTS.read_text(encoding="utf-8")).items() if k == "outcome"}}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ Rows are given on each set's own questions and on the first 600, which every set
 sets compare on the same questions. The head's out-of-fold gain over no retrieval is quoted
 beside each row from bench/results/head_cv.json (the entry named), not recomputed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,10 +48,18 @@ FEATURES = ROOT / "bench" / "results" / "features"
 HEAD_CV = ROOT / "bench" / "results" / "head_cv.json"
 # feature set -> the head_cv.json entry whose ROW (the plain+f5 head, the comparison every entry
 # plans; for generated/ read after the model's own lines) is quoted beside it
-HEAD = {"top3": "top3-n2055", "minilm": "minilm-n600", "steps": "steps-n600", "generated": "generated-n600",
-        "expanded": "expanded-n600", "rerank": "rerank-n1000", "rerank-ceiling": "rerank-ceiling-n1000",
-        "oracle-paragraphs": "oracle-paragraphs-n1000", "ceiling-paragraphs": "ceiling-paragraphs-n1000",
-        "steps-gold": "steps-gold-n1000"}
+HEAD = {
+    "top3": "top3-n2055",
+    "minilm": "minilm-n600",
+    "steps": "steps-n600",
+    "generated": "generated-n600",
+    "expanded": "expanded-n600",
+    "rerank": "rerank-n1000",
+    "rerank-ceiling": "rerank-ceiling-n1000",
+    "oracle-paragraphs": "oracle-paragraphs-n1000",
+    "ceiling-paragraphs": "ceiling-paragraphs-n1000",
+    "steps-gold": "steps-gold-n1000",
+}
 ROW = "plain+f5 lo:plain+f5 +retrieval"
 
 
@@ -73,8 +82,12 @@ def shares(rec: dict, gold: set[str]) -> tuple[float, bool, float, int]:
     if not facts:
         return 0.0, False, 0.0, 0
     is_gold = [f["source"] in ("wikipedia", "oracle-paragraphs") and f["ref"] in gold for f in facts]
-    return (float(np.mean(is_gold)), any(is_gold),
-            float(np.mean([f["source"] == "train-facts" for f in facts])), len(facts))
+    return (
+        float(np.mean(is_gold)),
+        any(is_gold),
+        float(np.mean([f["source"] == "train-facts" for f in facts])),
+        len(facts),
+    )
 
 
 def head_gain(entries: dict, entry: str) -> dict | None:
@@ -90,9 +103,15 @@ def head_gain(entries: dict, entry: str) -> dict | None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=1000)
-    ap.add_argument("--features", type=Path, default=FEATURES, help="the feature dumps (default bench/results/features/)")
-    ap.add_argument("--out", type=Path, default=ROOT / "experiments" / "work" / "gold_paragraph_share.json",
-                    help="results file (default experiments/work/gold_paragraph_share.json)")
+    ap.add_argument(
+        "--features", type=Path, default=FEATURES, help="the feature dumps (default bench/results/features/)"
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "experiments" / "work" / "gold_paragraph_share.json",
+        help="results file (default experiments/work/gold_paragraph_share.json)",
+    )
     a = ap.parse_args()
     RESULTS = a.out
     questions = {q.qid: q for q in load_questions("train-2061")}
@@ -116,20 +135,29 @@ def main() -> int:
         row = {"features": name, "questions": len(per)}
         for label, qids in (("own", list(per)), ("first600", first600)):
             v = np.array([per[q] for q in qids], dtype=float)
-            row[label] = {"questions": len(qids), "gold_fact_share": round(float(v[:, 0].mean()), 3),
-                          "any_gold_fact": round(float(v[:, 1].mean()), 3),
-                          "train_fact_share": round(float(v[:, 2].mean()), 3), "facts": round(float(v[:, 3].mean()), 2),
-                          "new_info_recall": round(float(np.mean([recall[q] for q in qids if recall[q] is not None])), 3)}
+            row[label] = {
+                "questions": len(qids),
+                "gold_fact_share": round(float(v[:, 0].mean()), 3),
+                "any_gold_fact": round(float(v[:, 1].mean()), 3),
+                "train_fact_share": round(float(v[:, 2].mean()), 3),
+                "facts": round(float(v[:, 3].mean()), 2),
+                "new_info_recall": round(float(np.mean([recall[q] for q in qids if recall[q] is not None])), 3),
+            }
         row["head"] = head_gain(entries, HEAD[name])
         rows.append(row)
         print(json.dumps(row), flush=True)
-    out = {"split": "train-2061", "command": f"python -m experiments.gold_paragraph_share --limit {a.limit}",
-           "selection": "each kept feature set's records in release order (the 6 demonstration questions left out)",
-           "gold": "the union of every annotator's evidence IDs (sqa.eval.metrics.annotator_evidence)",
-           "rows": rows}
+    out = {
+        "split": "train-2061",
+        "command": f"python -m experiments.gold_paragraph_share --limit {a.limit}",
+        "selection": "each kept feature set's records in release order (the 6 demonstration questions left out)",
+        "gold": "the union of every annotator's evidence IDs (sqa.eval.metrics.annotator_evidence)",
+        "rows": rows,
+    }
     if not rows:
-        print(f"error: no feature set in {a.features}; get them with `git archive 81a0faf bench/results/features | tar -x`",
-              file=sys.stderr)
+        print(
+            f"error: no feature set in {a.features}; get them with `git archive 81a0faf bench/results/features | tar -x`",
+            file=sys.stderr,
+        )
         return 2
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

@@ -103,8 +103,9 @@ def spec(name: str):
 
     if "/" in name:
         states, lo, *rest = name.split("/")
-        return FeatureSpec(tuple(states.split(",")), tuple(x for x in lo.split(",") if x),
-                           SCALARS if rest == ["r"] else ())
+        return FeatureSpec(
+            tuple(states.split(",")), tuple(x for x in lo.split(",") if x), SCALARS if rest == ["r"] else ()
+        )
 
     states = tuple(name.split("+"))
     n = max([int(s[1:]) for s in states if s[:1] == "f" and s[1:].isdigit()], default=1)
@@ -118,15 +119,27 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--features", required=True, type=Path)
     ap.add_argument("--limit", type=int, default=2055)
-    ap.add_argument("--specs", default="plain,plain+f3,plain+f5",
-                    help="comma list of candidate names, or (when any has a '/') a ';' list of "
-                         "STATES/LOG_ODDS[/r] sets; see spec()")
-    ap.add_argument("--versus", default=None, metavar="DIR:SPEC",
-                    help="also compare every set, paired on the same questions and folds, with SPEC on the "
-                         "features in DIR (e.g. bench/results/features/top3:plain+f5: another fact selection)")
-    ap.add_argument("--train-also", default=None, type=Path, metavar="DIR",
-                    help="also train every fold's head on DIR's features of the same training questions "
-                         "(scored on --features only); see the module doc")
+    ap.add_argument(
+        "--specs",
+        default="plain,plain+f3,plain+f5",
+        help="comma list of candidate names, or (when any has a '/') a ';' list of "
+        "STATES/LOG_ODDS[/r] sets; see spec()",
+    )
+    ap.add_argument(
+        "--versus",
+        default=None,
+        metavar="DIR:SPEC",
+        help="also compare every set, paired on the same questions and folds, with SPEC on the "
+        "features in DIR (e.g. bench/results/features/top3:plain+f5: another fact selection)",
+    )
+    ap.add_argument(
+        "--train-also",
+        default=None,
+        type=Path,
+        metavar="DIR",
+        help="also train every fold's head on DIR's features of the same training questions "
+        "(scored on --features only); see the module doc",
+    )
     ap.add_argument("--name", default=None, help="entry name in --out (default: features dir name + n)")
     ap.add_argument("--out", type=Path, default=ROOT / "experiments" / "work" / "head_cv.json")
     a = ap.parse_args(argv)
@@ -146,8 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     custom = "/" in a.specs
     if custom:
         add_derived(ds.records)
-    rows = cross_validate(ds, [spec(s) for s in a.specs.split(";" if custom else ",")],
-                          log=lambda m: print(m, file=sys.stderr))
+    rows = cross_validate(
+        ds, [spec(s) for s in a.specs.split(";" if custom else ",")], log=lambda m: print(m, file=sys.stderr)
+    )
     if extra is not None:
         from sklearn.metrics import roc_auc_score
 
@@ -162,10 +176,18 @@ def main(argv: list[str] | None = None) -> int:
             sp = FeatureSpec.from_dict(r["spec"])
             p, _ = out_of_fold(ds.matrix(sp), ds.y, ds.groups, extra=eds.matrix(sp))
             acc, lo, hi = accuracy_interval((p >= 0.5) == ds.y.astype(bool))
-            r.update({"name": r["name"] + f" (trained also on {a.train_also.name})", "C": "per fold",
-                      "accuracy": round(acc, 4), "interval95": [round(lo, 4), round(hi, 4)],
-                      "auc": round(float(roc_auc_score(ds.y, p)), 4), "yes_rate": round(float(np.mean(p >= 0.5)), 4),
-                      "oof": p.tolist(), "train_also": str(a.train_also)})
+            r.update(
+                {
+                    "name": r["name"] + f" (trained also on {a.train_also.name})",
+                    "C": "per fold",
+                    "accuracy": round(acc, 4),
+                    "interval95": [round(lo, 4), round(hi, 4)],
+                    "auc": round(float(roc_auc_score(ds.y, p)), 4),
+                    "yes_rate": round(float(np.mean(p >= 0.5)), 4),
+                    "oof": p.tolist(),
+                    "train_also": str(a.train_also),
+                }
+            )
             r.pop("log_loss", None)
     y = ds.y.astype(bool)
     plain = next(r for r in rows if r["spec"]["states"] == ["plain"])
@@ -185,22 +207,33 @@ def main(argv: list[str] | None = None) -> int:
         line = f"{r['name']:36s} {r['accuracy']:.3f} {r['interval95']}  minus plain {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
         if versus is not None:
             d, lo, hi = paired_difference((np.asarray(r["oof"]) >= 0.5) == y, versus)
-            r["minus_versus"] = {"versus": a.versus, "versus_accuracy": vrow["accuracy"], "difference": round(d, 4),
-                                 "interval95": [round(lo, 4), round(hi, 4)]}
+            r["minus_versus"] = {
+                "versus": a.versus,
+                "versus_accuracy": vrow["accuracy"],
+                "difference": round(d, 4),
+                "interval95": [round(lo, 4), round(hi, 4)],
+            }
             line += f"  minus versus {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
         del r["oof"]
         print(line)
     meta_path = a.features / "meta.json"
-    entry = {"command": " ".join(["python", "-m", "experiments.head_cv", *(argv if argv is not None else sys.argv[1:])]),
-             "n": len(qids), "terms": len(set(ds.groups.tolist())), "features_meta":
-             json.loads(meta_path.read_text()) if meta_path.exists() else None,
-             "seconds": round(time.perf_counter() - t0, 1), "rows": rows}
+    entry = {
+        "command": " ".join(["python", "-m", "experiments.head_cv", *(argv if argv is not None else sys.argv[1:])]),
+        "n": len(qids),
+        "terms": len(set(ds.groups.tolist())),
+        "features_meta": json.loads(meta_path.read_text()) if meta_path.exists() else None,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "rows": rows,
+    }
     out = json.loads(a.out.read_text()) if a.out.exists() else {}
     out[a.name or f"{a.features.name}-n{len(qids)}"] = entry
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(out, indent=1).replace(str(ROOT) + "/", "") + "\n")
     shown = a.out.resolve()
-    print(f"wrote {shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown} ({len(qids)} questions)", file=sys.stderr)
+    print(
+        f"wrote {shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown} ({len(qids)} questions)",
+        file=sys.stderr,
+    )
     return 0
 
 

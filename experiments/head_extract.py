@@ -14,6 +14,7 @@ its annotated evidence paragraphs instead (as ``sqa eval --oracle paragraphs``):
 from perfect paragraph retrieval with the shipped sentence picking. ``OUT/meta.json`` records the settings (``sqa train-head``'s ``features_meta``
 plus ``oracle``); a directory made with other settings is refused.
 """
+
 import argparse
 import json
 import sys
@@ -34,8 +35,14 @@ from sqa.types import SqaError
 def features_meta(model_name: str, sha: str | None, settings: FactSettings, index: dict) -> dict:
     """What a features directory was made with (the keys `sqa train-head` writes in its meta.json):
     model name and sha256, prompt version, fact settings, index paragraph count and preset."""
-    return {"model": model_name, "model_sha256": sha, "prompt": PROMPT_VERSION, "facts": settings.to_dict(),
-            "index_paragraphs": index.get("paragraph_count"), "index_preset": index.get("preset")}
+    return {
+        "model": model_name,
+        "model_sha256": sha,
+        "prompt": PROMPT_VERSION,
+        "facts": settings.to_dict(),
+        "index_paragraphs": index.get("paragraph_count"),
+        "index_preset": index.get("preset"),
+    }
 
 
 def check_meta(dir_: Path, meta: dict) -> None:
@@ -49,7 +56,9 @@ def check_meta(dir_: Path, meta: dict) -> None:
             raise SqaError(f"{path}: not valid JSON; use another --out directory") from None
         diff = [k for k in meta if old.get(k) != meta[k]]
         if diff:
-            raise SqaError(f"{dir_}: features made with other settings ({', '.join(diff)}); use another --out directory")
+            raise SqaError(
+                f"{dir_}: features made with other settings ({', '.join(diff)}); use another --out directory"
+            )
         return
     dir_.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
@@ -58,23 +67,43 @@ def check_meta(dir_: Path, meta: dict) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--index-dir", required=True)
-    ap.add_argument("--out", default="experiments/work/head", help="features directory (default experiments/work/head, git-ignored)")
+    ap.add_argument(
+        "--out", default="experiments/work/head", help="features directory (default experiments/work/head, git-ignored)"
+    )
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--sentence-paragraphs", type=int, default=3,
-                    help="Wikipedia sentences from the best N of the k paragraphs (FactSettings; default 3, "
-                         "as the shipped heads and sqa train-head)")
-    ap.add_argument("--scorer", default="bm25", choices=["bm25", "minilm"],
-                    help="how facts are ranked (FactSettings.scorer): BM25, or MiniLM cosine (the minilm extra)")
-    ap.add_argument("--step-facts", type=int, default=0,
-                    help="at most N step sentences first (FactSettings.step_facts; 0: none, as the shipped heads)")
-    ap.add_argument("--oracle", choices=["facts", "paragraphs"], default=None,
-                    help="show each question's annotated facts, or the best sentences of its annotated "
-                         "evidence paragraphs (diagnostic upper bounds, never a system input)")
+    ap.add_argument(
+        "--sentence-paragraphs",
+        type=int,
+        default=3,
+        help="Wikipedia sentences from the best N of the k paragraphs (FactSettings; default 3, "
+        "as the shipped heads and sqa train-head)",
+    )
+    ap.add_argument(
+        "--scorer",
+        default="bm25",
+        choices=["bm25", "minilm"],
+        help="how facts are ranked (FactSettings.scorer): BM25, or MiniLM cosine (the minilm extra)",
+    )
+    ap.add_argument(
+        "--step-facts",
+        type=int,
+        default=0,
+        help="at most N step sentences first (FactSettings.step_facts; 0: none, as the shipped heads)",
+    )
+    ap.add_argument(
+        "--oracle",
+        choices=["facts", "paragraphs"],
+        default=None,
+        help="show each question's annotated facts, or the best sentences of its annotated "
+        "evidence paragraphs (diagnostic upper bounds, never a system input)",
+    )
     ap.add_argument("--plan", nargs="+", default=["train-2061:0:600", "dev", "train-2061:600:1000"])
     a = ap.parse_args()
-    sel = FactSelector(make_retriever(open_index(a.index_dir, "embedded"), "step"),
-                       FactSettings(sentence_paragraphs=a.sentence_paragraphs, scorer=a.scorer,
-                                    step_facts=a.step_facts), oracle=a.oracle)
+    sel = FactSelector(
+        make_retriever(open_index(a.index_dir, "embedded"), "step"),
+        FactSettings(sentence_paragraphs=a.sentence_paragraphs, scorer=a.scorer, step_facts=a.step_facts),
+        oracle=a.oracle,
+    )
     model = load_model(a.model)
     # the same meta.json as `sqa train-head` (model, prompt, fact settings, index), plus the oracle:
     # a resumed run into a directory made with other settings is refused instead of mixed
@@ -95,12 +124,18 @@ def main() -> int:
         split, *rng = item.split(":")
         qs = [q for q in load_questions(split) if q.qid not in demos]
         if rng:
-            qs = qs[int(rng[0]):int(rng[1])]
+            qs = qs[int(rng[0]) : int(rng[1])]
         path = Path(a.out) / f"{split}.jsonl"
         done = read_done(path)
         todo = len([q for q in qs if q.qid not in done])
-        cols = (TextColumn(f"{item}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                TimeElapsedColumn(), TimeRemainingColumn())
+        cols = (
+            TextColumn(f"{item}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
         with Progress(*cols) as prog:
             task = prog.add_task(item, total=todo, rate="")
             t0 = time.perf_counter()

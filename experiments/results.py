@@ -36,12 +36,17 @@ RESULTS = ROOT / "bench" / "results"
 README = ROOT / "README.md"
 DOC = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- results:begin (python -m experiments.results) -->", "<!-- results:end -->"
-PAPER = [("the paper: humans (Geva et al. 2021, abstract)", "test", "0.87"),
-         ("the paper: its best baseline (Geva et al. 2021, abstract)", "test", "about 0.66")]
+PAPER = [
+    ("the paper: humans (Geva et al. 2021, abstract)", "test", "0.87"),
+    ("the paper: its best baseline (Geva et al. 2021, abstract)", "test", "about 0.66"),
+]
 STUDIES = [  # head_cv.json entries quoted in docs/results.md: (entry, what the head read)
     ("oracle-facts-n1000", "ORACLE facts: the question's annotated facts"),
     ("oracle-paragraphs-n1000", "ORACLE paragraphs: the 5 best sentences of its annotated evidence paragraphs"),
-    ("ceiling-paragraphs-n1000", "DOUBLE ORACLE: the annotated paragraphs' 5 sentences that best cover the annotated facts"),
+    (
+        "ceiling-paragraphs-n1000",
+        "DOUBLE ORACLE: the annotated paragraphs' 5 sentences that best cover the annotated facts",
+    ),
     ("rerank-ceiling-n1000", "the best 5 of the shipped pool, chosen with the annotated facts (oracle)"),
     ("steps-gold-n1000", "ORACLE decomposition: per-step facts from the annotated steps"),
     ("rerank-n1000", "a sentence re-ranker trained on train-2061's annotated facts"),
@@ -88,9 +93,11 @@ def ask_speed() -> str:
     f = load(RESULTS / "ask.json").get("qwen2.5-coder-1.5b", {}).get("facts_reader")
     if not f:
         return ""
-    return (f" `sqa ask` with the facts reader: {f['seconds_per_question_mean']:.1f} s a question, "
-            f"{f['seconds_per_question_mean_excluding_first']:.1f} s after the first (`ask.json` `facts_reader`, "
-            f"{f['n_questions']} dev questions).")
+    return (
+        f" `sqa ask` with the facts reader: {f['seconds_per_question_mean']:.1f} s a question, "
+        f"{f['seconds_per_question_mean_excluding_first']:.1f} s after the first (`ask.json` `facts_reader`, "
+        f"{f['n_questions']} dev questions)."
+    )
 
 
 def rel(run: str) -> str:
@@ -98,8 +105,12 @@ def rel(run: str) -> str:
     return run.removeprefix("bench/results/")
 
 
-ANSWERING = {"head": "held-out head", "zero-shot": "zero-shot", "cross-fitted": "cross-fitted",
-             "out-of-fold": "out-of-fold"}
+ANSWERING = {
+    "head": "held-out head",
+    "zero-shot": "zero-shot",
+    "cross-fitted": "cross-fitted",
+    "out-of-fold": "out-of-fold",
+}
 
 
 def answering(m: dict) -> str:
@@ -127,10 +138,17 @@ def preset_rows() -> list[list[str]]:
         m = load(ROOT / p.run / "metrics.json")
         oof = load(RESULTS / "runs" / f"train2290-{p.name}-oof" / "metrics.json")
         recall = m.get("Recall@10") if p.oracle is None and p.retrieval else None
-        rows.append([f"`--preset {p.name}`" + (" (ORACLE)" if p.oracle else ""),
-                     acc_text(m.get("Accuracy"), m.get("n")), ANSWERING.get(answering(m), ""),
-                     acc_text(oof.get("Accuracy"), oof.get("n")) if oof else "—",
-                     seconds(m), f"{recall:.3f}" if recall else "", f"`{rel(p.run)}/`"])
+        rows.append(
+            [
+                f"`--preset {p.name}`" + (" (ORACLE)" if p.oracle else ""),
+                acc_text(m.get("Accuracy"), m.get("n")),
+                ANSWERING.get(answering(m), ""),
+                acc_text(oof.get("Accuracy"), oof.get("n")) if oof else "—",
+                seconds(m),
+                f"{recall:.3f}" if recall else "",
+                f"`{rel(p.run)}/`",
+            ]
+        )
     return rows
 
 
@@ -138,7 +156,7 @@ def majority_row() -> list[str]:
     """Always "no" on dev, from the facts preset's run."""
     m = load(ROOT / PRESETS["facts"].run / "metrics.json")
     maj = m.get("majority_baseline") or {}
-    return ["majority class (always \"no\")", acc_text(maj.get("Accuracy"), m.get("n")), "", "—", "", "", ""]
+    return ['majority class (always "no")', acc_text(maj.get("Accuracy"), m.get("n")), "", "—", "", "", ""]
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -150,41 +168,71 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 def readme_table() -> str:
     """The README's one results table (between the markers)."""
-    header = ["reader", "dev accuracy (95 %)", "dev answered by", "train out-of-fold (95 %)", "s/question", "Recall@10",
-              "recorded run (`bench/results/`) or source"]
-    rows = preset_rows() + [majority_row()] + [[name, "—", "", "—", "", "", f"{split} split: {acc}"]
-                                               for name, split, acc in PAPER]
-    return "\n".join([
-        table(header, rows),
-        "",
-        "dev = the 229-question dev split, mini index (159,930 paragraphs), Qwen2.5-Coder-1.5B (GGUF) on "
-        "llama.cpp, 2 CPU cores. Dev answered by: held-out head = the shipped answer head, fitted on "
-        "train-2061 only (2,055 questions), never on dev; zero-shot = the model's own P(yes); a dev run "
-        "answered with heads that `sqa eval --split train` fitted on all 2,290 labelled questions would be "
-        "cross-fitted (each fold fitted with the other dev questions' labels: a cross-validated figure, "
-        "not comparable with a held-out one). † read-outs from a features cache, so the run timed no reading;"
-        + ask_speed() + " Paper rows: accuracy on the official test split (490 questions). Every study "
-        "behind these rows: [docs/results.md](docs/results.md).",
-    ])
+    header = [
+        "reader",
+        "dev accuracy (95 %)",
+        "dev answered by",
+        "train out-of-fold (95 %)",
+        "s/question",
+        "Recall@10",
+        "recorded run (`bench/results/`) or source",
+    ]
+    rows = (
+        preset_rows()
+        + [majority_row()]
+        + [[name, "—", "", "—", "", "", f"{split} split: {acc}"] for name, split, acc in PAPER]
+    )
+    return "\n".join(
+        [
+            table(header, rows),
+            "",
+            "dev = the 229-question dev split, mini index (159,930 paragraphs), Qwen2.5-Coder-1.5B (GGUF) on "
+            "llama.cpp, 2 CPU cores. Dev answered by: held-out head = the shipped answer head, fitted on "
+            "train-2061 only (2,055 questions), never on dev; zero-shot = the model's own P(yes); a dev run "
+            "answered with heads that `sqa eval --split train` fitted on all 2,290 labelled questions would be "
+            "cross-fitted (each fold fitted with the other dev questions' labels: a cross-validated figure, "
+            "not comparable with a held-out one). † read-outs from a features cache, so the run timed no reading;"
+            + ask_speed()
+            + " Paper rows: accuracy on the official test split (490 questions). Every study "
+            "behind these rows: [docs/results.md](docs/results.md).",
+        ]
+    )
 
 
 def head_rows() -> list[list[str]]:
     """The shipped heads' out-of-fold accuracy (head.json) and the head_cv.json study entries."""
     rep = load(RESULTS / "head.json").get("train_head", {}).get("report", {})
     rows = []
-    for key, label in (("facts_head", "shipped facts head (train-2061, term-grouped CV)"), ("plain_head", "shipped no-retrieval head")):
+    for key, label in (
+        ("facts_head", "shipped facts head (train-2061, term-grouped CV)"),
+        ("plain_head", "shipped no-retrieval head"),
+    ):
         h = rep.get(key)
         if h:
-            rows.append([label, str(rep["n"]), f"{h['accuracy']:.3f} ({h['interval95'][0]:.3f}–{h['interval95'][1]:.3f})",
-                         "" if key == "plain_head" else _diff(rep.get("facts_minus_plain")), "`head.json` `train_head`"])
+            rows.append(
+                [
+                    label,
+                    str(rep["n"]),
+                    f"{h['accuracy']:.3f} ({h['interval95'][0]:.3f}–{h['interval95'][1]:.3f})",
+                    "" if key == "plain_head" else _diff(rep.get("facts_minus_plain")),
+                    "`head.json` `train_head`",
+                ]
+            )
     cv = load(RESULTS / "head_cv.json")
     for entry, label in STUDIES:
         e = cv.get(entry)
         row = next((r for r in (e or {}).get("rows", []) if r["name"] == FACTS_ROW), None)
         if row is None:
             continue
-        rows.append([label, str(e["n"]), f"{row['accuracy']:.3f} ({row['interval95'][0]:.3f}–{row['interval95'][1]:.3f})",
-                     _diff(row.get("minus_plain")), f"`head_cv.json` `{entry}`"])
+        rows.append(
+            [
+                label,
+                str(e["n"]),
+                f"{row['accuracy']:.3f} ({row['interval95'][0]:.3f}–{row['interval95'][1]:.3f})",
+                _diff(row.get("minus_plain")),
+                f"`head_cv.json` `{entry}`",
+            ]
+        )
     return rows
 
 
@@ -201,9 +249,18 @@ def all_runs() -> list[list[str]]:
     for mf in sorted((RESULTS / "runs").glob("*/metrics.json")):
         m = load(mf)
         oracle = m.get("oracle")
-        rows.append([f"`runs/{mf.parent.name}/`", str(m.get("split")), str(m.get("n")),
-                     acc_text(m.get("Accuracy"), m.get("n")), m.get("reader") or "steps",
-                     f"ORACLE {oracle}" if oracle else "", seconds(m), "yes" if m.get("complete") else "no"])
+        rows.append(
+            [
+                f"`runs/{mf.parent.name}/`",
+                str(m.get("split")),
+                str(m.get("n")),
+                acc_text(m.get("Accuracy"), m.get("n")),
+                m.get("reader") or "steps",
+                f"ORACLE {oracle}" if oracle else "",
+                seconds(m),
+                "yes" if m.get("complete") else "no",
+            ]
+        )
     return rows
 
 
@@ -216,8 +273,14 @@ def retrieval_rows() -> list[list[str]]:
             official = next((k for k in d if k.startswith("official")), None)
             step = d.get("step") or d.get("ours")  # "ours": the step retriever's name before issue 33
             if official and step:
-                rows.append([split, mode, f"{official.removeprefix('official ')} {d[official]['Recall@10']:.3f}",
-                             f"{step['Recall@10']:.3f}"])
+                rows.append(
+                    [
+                        split,
+                        mode,
+                        f"{official.removeprefix('official ')} {d[official]['Recall@10']:.3f}",
+                        f"{step['Recall@10']:.3f}",
+                    ]
+                )
     return rows
 
 
@@ -230,14 +293,23 @@ def indexing_rows() -> list[list[str]]:
             if not size.isdigit() or "sqa" not in s or "lucene" not in s:
                 continue
             sqa, luc = s["sqa"], s["lucene"]
-            rows.append([f"{int(size):,}", f"{sqa['paragraphs_per_s']:,.0f}", f"{luc['paragraphs_per_s']:,.0f}",
-                         f"{sqa['peak_rss_mb'] / 1024:.1f} / {luc['peak_rss_mb'] / 1024:.1f}",
-                         f"{sqa['search_p50_ms']} / {luc['search_p50_ms']}", str(sqa.get("builds", "")), f"`{name}`"])
+            rows.append(
+                [
+                    f"{int(size):,}",
+                    f"{sqa['paragraphs_per_s']:,.0f}",
+                    f"{luc['paragraphs_per_s']:,.0f}",
+                    f"{sqa['peak_rss_mb'] / 1024:.1f} / {luc['peak_rss_mb'] / 1024:.1f}",
+                    f"{sqa['search_p50_ms']} / {luc['search_p50_ms']}",
+                    str(sqa.get("builds", "")),
+                    f"`{name}`",
+                ]
+            )
     return rows
 
 
-def findings_section(names: tuple[str, ...] = ("server_agreement", "server_concurrency", "server_overlap",
-                                                "model_verify")) -> list[str]:
+def findings_section(
+    names: tuple[str, ...] = ("server_agreement", "server_concurrency", "server_overlap", "model_verify"),
+) -> list[str]:
     """Markdown for result files that carry their own ``what`` / ``findings`` / ``command``: one
     subsection each, the findings as bullets (files that are absent are left out)."""
     out: list[str] = []
@@ -249,9 +321,11 @@ def findings_section(names: tuple[str, ...] = ("server_agreement", "server_concu
         out += [f"- {f}" for f in d.get("findings", [])]
         for model, r in (d.get("results") or {}).items():  # model_verify.json: medians per model file
             if isinstance(r, dict) and "full_median_s" in r:
-                out.append(f"- {model} ({r['file_bytes']:,} bytes): full sha256 {r['full_median_s']:.3f} s, "
-                           f"sampled check {r['sampled_median_s'] * 1000:.1f} ms (medians; page cache "
-                           f"{d.get('page_cache', '?')})")
+                out.append(
+                    f"- {model} ({r['file_bytes']:,} bytes): full sha256 {r['full_median_s']:.3f} s, "
+                    f"sampled check {r['sampled_median_s'] * 1000:.1f} ms (medians; page cache "
+                    f"{d.get('page_cache', '?')})"
+                )
         if d.get("command"):
             out += ["", f"Command: `{d['command']}`"]
         out.append("")
@@ -280,8 +354,16 @@ def results_doc() -> str:
         "The head's accuracy after reading 5 facts, cross-validated in 5 folds grouped by StrategyQA term, and its",
         "paired difference from the no-retrieval head on the same questions and folds.",
         "",
-        table(["facts shown to the reader", "questions", "out-of-fold accuracy (95 %)", "minus no retrieval (95 %)",
-               "entry (`bench/results/`)"], head_rows()),
+        table(
+            [
+                "facts shown to the reader",
+                "questions",
+                "out-of-fold accuracy (95 %)",
+                "minus no retrieval (95 %)",
+                "entry (`bench/results/`)",
+            ],
+            head_rows(),
+        ),
         "",
         "## Retrieval, Recall@10 (mini index)",
         "",
@@ -292,16 +374,28 @@ def results_doc() -> str:
         "The same resampled corpus built by `sqa index` and by Lucene 9.9 (pyserini / Anserini) on 2 cores;",
         "search on one core over 200 StrategyQA questions; medians of the builds.",
         "",
-        table(["paragraphs", "sqa paragraphs/s", "Lucene paragraphs/s", "peak RSS GiB sqa / Lucene",
-               "search p50 ms sqa / Lucene", "builds", "file (`bench/results/`)"], indexing_rows()),
+        table(
+            [
+                "paragraphs",
+                "sqa paragraphs/s",
+                "Lucene paragraphs/s",
+                "peak RSS GiB sqa / Lucene",
+                "search p50 ms sqa / Lucene",
+                "builds",
+                "file (`bench/results/`)",
+            ],
+            indexing_rows(),
+        ),
         "",
         "## Served readers and the model-file check",
         "",
         *findings_section(),
         "## Every recorded run",
         "",
-        table(["run (`bench/results/`)", "split", "n", "accuracy (95 %)", "reader", "oracle", "s/question", "complete"],
-              all_runs()),
+        table(
+            ["run (`bench/results/`)", "split", "n", "accuracy (95 %)", "reader", "oracle", "s/question", "complete"],
+            all_runs(),
+        ),
         "",
     ]
     if log:

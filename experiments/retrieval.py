@@ -35,18 +35,26 @@ from sqa.retriever.official import OfficialRetriever
 from sqa.retriever.steps import StepRetriever
 from sqa.strategyqa import load_questions
 
-RESULTS = Path(__file__).resolve().parent / "work" / "retrieval.json"  # the recorded run: --out bench/results/retrieval.json
+RESULTS = (
+    Path(__file__).resolve().parent / "work" / "retrieval.json"
+)  # the recorded run: --out bench/results/retrieval.json
 # Lucene BM25 Recall@10 on the mini corpus's dev split that came with the task's data notes (a
 # document outside this repository; the runs behind them are not reproducible from it):
 # IR-Q / IR-ORA-D with k1=0.9,b=0.4 and with k1=1.2,b=0.75.
-REFERENCE_LUCENE_MINI_DEV = {"IR-Q": [0.647, 0.643], "IR-ORA-D": [0.681, 0.715],
-                             "note": "BM25 k1=0.9,b=0.4 / k1=1.2,b=0.75; from the data notes given with the mini "
-                                     "corpus (not in this repository)"}
+REFERENCE_LUCENE_MINI_DEV = {
+    "IR-Q": [0.647, 0.643],
+    "IR-ORA-D": [0.681, 0.715],
+    "note": "BM25 k1=0.9,b=0.4 / k1=1.2,b=0.75; from the data notes given with the mini "
+    "corpus (not in this repository)",
+}
 
 
 def _row(m: dict) -> dict:
-    return {"Recall@10": round(m["Recall@10"], 4), "ms_per_question": round(1000 * m["seconds"] / m["count"], 2),
-            "count": m["count"]}
+    return {
+        "Recall@10": round(m["Recall@10"], 4),
+        "ms_per_question": round(1000 * m["seconds"] / m["count"], 2),
+        "count": m["count"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,15 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     for split in ("train-2061", "dev"):
         qs = load_questions(split)
         r = results[split] = {}
-        for mode, steps_of, official in (("question", lambda q: [], "official IR-Q"),
-                                         ("gold decomposition", lambda q: list(q.decomposition), "official IR-ORA-D")):
+        for mode, steps_of, official in (
+            ("question", lambda q: [], "official IR-Q"),
+            ("gold decomposition", lambda q: list(q.decomposition), "official IR-ORA-D"),
+        ):
             got = evaluate_retrievers({official: OfficialRetriever(be), "step": StepRetriever(be)}, qs, steps_of)
             m = r[mode] = {name: _row(v) for name, v in got.items()}
             m["step - official"] = round(m["step"]["Recall@10"] - m[official]["Recall@10"], 4)
             if args.rerank_sample:
                 sample = random.Random(0).sample(qs, min(args.rerank_sample, len(qs)))
-                got = evaluate_retrievers({"rerank": StepRetriever(be, rerank=True), "plain": StepRetriever(be)},
-                                          sample, steps_of)
+                got = evaluate_retrievers(
+                    {"rerank": StepRetriever(be, rerank=True), "plain": StepRetriever(be)}, sample, steps_of
+                )
                 m[f"step + MiniLM rerank (sample of {len(sample)})"] = _row(got["rerank"])
                 m[f"step on the same sample of {len(sample)}"] = _row(got["plain"])
     be.close()
@@ -81,12 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     shown = [a if a != str(index_dir) else "INDEX_DIR" for a in (argv if argv is not None else sys.argv[1:])]
     out = {
         "command": "python -m experiments.retrieval " + " ".join(shown),
-        "index": index_info(index_dir, args.backend), "backend": args.backend,
-        "corpus": manifest.get("preset") or manifest.get("corpus"), "paragraphs": manifest.get("paragraph_count"),
+        "index": index_info(index_dir, args.backend),
+        "backend": args.backend,
+        "corpus": manifest.get("preset") or manifest.get("corpus"),
+        "paragraphs": manifest.get("paragraph_count"),
         "metric": "Recall@10, official StrategyQA evaluator definition (max over annotators, mean over questions)",
         "tuned_on": "train-2061 only; dev reported once",
         "reference_lucene_mini_dev": REFERENCE_LUCENE_MINI_DEV,
-        "machine": platform.platform(), "results": results,
+        "machine": platform.platform(),
+        "results": results,
     }
     if "ablations_train2061_recorded" in old:
         out["ablations_train2061_recorded"] = old["ablations_train2061_recorded"]
@@ -94,8 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     for split, r in results.items():
         for mode, m in r.items():
-            print(f"{split:10s} {mode:18s} " + "  ".join(
-                f"{k}={v['Recall@10']:.4f}" if isinstance(v, dict) else f"{k}={v:+.4f}" for k, v in m.items()))
+            print(
+                f"{split:10s} {mode:18s} "
+                + "  ".join(
+                    f"{k}={v['Recall@10']:.4f}" if isinstance(v, dict) else f"{k}={v:+.4f}" for k, v in m.items()
+                )
+            )
     print(f"wrote {args.out}")
     return 0
 

@@ -50,6 +50,7 @@ _EXPORTS = {
 
 __all__ = ["__version__", *_EXPORTS]
 
+
 def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:

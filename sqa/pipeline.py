@@ -36,8 +36,9 @@ def open_index(index_dir: str | Path, backend: str = "embedded", create: bool = 
 
     idx = Path(index_dir)
     if backend == "embedded" and not create and not (idx / "meta.json").exists():
-        raise IndexNotFound(f"{idx}: no index here; build one with `sqa index --corpus mini --index-dir {idx}` "
-                            "or pass --index-dir")
+        raise IndexNotFound(
+            f"{idx}: no index here; build one with `sqa index --corpus mini --index-dir {idx}` or pass --index-dir"
+        )
     return open_backend(idx, backend, create=create, **options)
 
 
@@ -70,8 +71,14 @@ def make_retriever(backend: SearchBackend, name: str = "step", rerank: bool = Fa
     raise SqaError(f"unknown retriever {name!r}; use {', '.join(RETRIEVERS)}")
 
 
-def load_head(model: str, retrieval: bool, oracle: str | None, path: str | Path | None = None, split: str = "dev",
-              questions: Sequence[Question] | None = None):
+def load_head(
+    model: str,
+    retrieval: bool,
+    oracle: str | None,
+    path: str | Path | None = None,
+    split: str = "dev",
+    questions: Sequence[Question] | None = None,
+):
     """``(head, identity)``: the facts reader's answer head for ``model`` (the facts head, or the
     no-retrieval one when ``retrieval`` is off and no oracle is shown; ``path`` overrides) and its
     identity ``"<kind>:<12 hex of the sha256 of its model, spec, intercept and first 64
@@ -97,16 +104,26 @@ def load_head(model: str, retrieval: bool, oracle: str | None, path: str | Path 
         seen = {q.qid for q in load_questions("train-2061")}
         inside = [q.qid for q in questions if q.qid in seen]
         if inside:
-            raise SqaError(f"{len(inside)} question(s) of the dataset (e.g. {inside[0]}) are train-2061 questions the "
-                           "shipped answer head was trained on, so its accuracy there would be in-sample; build heads "
-                           f"that record their questions with `sqa eval --split train --model {model}` (the dataset is "
-                           "then answered out-of-fold), or leave those questions out")
+            raise SqaError(
+                f"{len(inside)} question(s) of the dataset (e.g. {inside[0]}) are train-2061 questions the "
+                "shipped answer head was trained on, so its accuracy there would be in-sample; build heads "
+                f"that record their questions with `sqa eval --split train --model {model}` (the dataset is "
+                "then answered out-of-fold), or leave those questions out"
+            )
     if trained_on == "train-2061" and split in ("train", "train-2061", "all"):
-        raise SqaError(f"the answer head was trained on train-2061, so its accuracy on {split} would be in-sample; "
-                       + ("evaluate the oracles on dev" if oracle else
-                          f"leave --head out: `sqa eval --split {split}` answers it out-of-fold"))
-    digest = hashlib.sha256(json.dumps({"spec": h.spec.to_dict(), "coef": h.coef.tolist()[:64], "b": h.intercept,
-                                        "model": h.model}, sort_keys=True).encode()).hexdigest()[:12]
+        raise SqaError(
+            f"the answer head was trained on train-2061, so its accuracy on {split} would be in-sample; "
+            + (
+                "evaluate the oracles on dev"
+                if oracle
+                else f"leave --head out: `sqa eval --split {split}` answers it out-of-fold"
+            )
+        )
+    digest = hashlib.sha256(
+        json.dumps(
+            {"spec": h.spec.to_dict(), "coef": h.coef.tolist()[:64], "b": h.intercept, "model": h.model}, sort_keys=True
+        ).encode()
+    ).hexdigest()[:12]
     return h, f"{kind}:{digest}"
 
 
@@ -128,9 +145,11 @@ def check_head_states(head, model: str | LanguageModel) -> None:
     name = model if isinstance(model, str) else model.name
     no_states = is_served(name) if isinstance(model, str) else not model.capabilities.hidden_states
     if no_states and head.spec.states:
-        raise SqaError(f"the answer head ({head.spec.name}) reads hidden states, which the served model {name} does not "
-                       f"return; pass --head with a log-odds head (`sqa eval --split train --model {name}` fits one) or use "
-                       "--preset steps")
+        raise SqaError(
+            f"the answer head ({head.spec.name}) reads hidden states, which the served model {name} does not "
+            f"return; pass --head with a log-odds head (`sqa eval --split train --model {name}` fits one) or use "
+            "--preset steps"
+        )
 
 
 @dataclass
@@ -148,10 +167,20 @@ class Pipeline:
             self.backend.close()
 
 
-def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Path | None = None,
-                 backend: str = "embedded", k: int = 10, *, head=None, features_cache: str | Path | None = None,
-                 fewshot_pool: Sequence[Question] | None = None, retriever: str = "step",
-                 base_url: str | None = None, chat_template: str | Path | None = None) -> Pipeline:
+def build_reader(
+    preset: Preset,
+    model: str | LanguageModel,
+    index_dir: str | Path | None = None,
+    backend: str = "embedded",
+    k: int = 10,
+    *,
+    head=None,
+    features_cache: str | Path | None = None,
+    fewshot_pool: Sequence[Question] | None = None,
+    retriever: str = "step",
+    base_url: str | None = None,
+    chat_template: str | Path | None = None,
+) -> Pipeline:
     """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
     fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
     for ``sqa.steps.models.load_model``, or a loaded ``LanguageModel``).
@@ -184,15 +213,28 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
                 head.check_model(model_stem(name), model_sha256(lm))
             from sqa.paths import sqa_home
 
-            reader = FactsReader(lm, head, ret, k=k, oracle=preset.oracle, backend=be, features_cache=features_cache,
-                                   prefix_cache=sqa_home() / "cache")
+            reader = FactsReader(
+                lm,
+                head,
+                ret,
+                k=k,
+                oracle=preset.oracle,
+                backend=be,
+                features_cache=features_cache,
+                prefix_cache=sqa_home() / "cache",
+            )
         else:
             from sqa.steps.prompts import DemoSelector
             from sqa.steps.reader import StepsReader
 
             lm = load_model(model, **model_kw) if isinstance(model, str) else model
-            reader = StepsReader(lm, ret, k, retrieval=preset.retrieval,
-                              demo_selector=DemoSelector(fewshot_pool) if fewshot_pool is not None else None)
+            reader = StepsReader(
+                lm,
+                ret,
+                k,
+                retrieval=preset.retrieval,
+                demo_selector=DemoSelector(fewshot_pool) if fewshot_pool is not None else None,
+            )
     except BaseException:
         if be is not None:
             be.close()
@@ -200,9 +242,18 @@ def build_reader(preset: Preset, model: str | LanguageModel, index_dir: str | Pa
     return Pipeline(reader=reader, model=lm, backend=be, retriever=ret)
 
 
-def reader_factory(preset: Preset, model: str, index_dir: str | Path, backend: str = "embedded", k: int = 10, *,
-                   head=None, features_cache: str | Path | None = None, base_url: str | None = None,
-                   chat_template: str | Path | None = None) -> Callable:
+def reader_factory(
+    preset: Preset,
+    model: str,
+    index_dir: str | Path,
+    backend: str = "embedded",
+    k: int = 10,
+    *,
+    head=None,
+    features_cache: str | Path | None = None,
+    base_url: str | None = None,
+    chat_template: str | Path | None = None,
+) -> Callable:
     """``pool -> reader`` for ``sqa.eval.runner.run_eval``: builds the reader once (the model loads
     once); the steps reader then switches its few-shot pool per cross-fitting fold, the facts
     reader's demonstrations are fixed so the pool does not change it."""
@@ -211,10 +262,18 @@ def reader_factory(preset: Preset, model: str, index_dir: str | Path, backend: s
     def reader_for(pool):
         p = state.get("pipeline")
         if p is None:
-            p = state["pipeline"] = build_reader(preset, model, index_dir, backend, k, head=head,
-                                                 features_cache=features_cache, base_url=base_url,
-                                                 chat_template=chat_template,
-                                                 fewshot_pool=pool.questions if pool is not None else None)
+            p = state["pipeline"] = build_reader(
+                preset,
+                model,
+                index_dir,
+                backend,
+                k,
+                head=head,
+                features_cache=features_cache,
+                base_url=base_url,
+                chat_template=chat_template,
+                fewshot_pool=pool.questions if pool is not None else None,
+            )
             return p.reader
         if preset.reader == "steps":
             return p.reader.with_fewshot_pool(pool.questions)
@@ -238,8 +297,14 @@ class FeaturesReader:
         self.backend.close()
 
 
-def features_reader(model: str, settings, index_dir: str | Path, backend: str = "embedded",
-                    base_url: str | None = None, on_loading: Callable[[str], None] = lambda s: None) -> FeaturesReader:
+def features_reader(
+    model: str,
+    settings,
+    index_dir: str | Path,
+    backend: str = "embedded",
+    base_url: str | None = None,
+    on_loading: Callable[[str], None] = lambda s: None,
+) -> FeaturesReader:
     """The :class:`FeaturesReader` for ``model`` (a name for ``load_model``; ``base_url``: the server
     of a served model) with fact ``settings`` (``sqa.facts.features.FactSettings``) over the index
     in ``index_dir`` (opened first: a missing index fails before the model loads). The model's

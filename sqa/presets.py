@@ -40,18 +40,47 @@ class Preset:
     ask: bool = True  # meaningful for `sqa ask` (the oracles need a labelled question)
 
 
-PRESETS: dict[str, Preset] = {p.name: p for p in (
-    Preset("facts", "facts", run="bench/results/runs/dev229-facts-h2055",
-           summary="default: top-10 BM25 paragraphs -> a few facts -> facts reader -> trained answer head"),
-    Preset("no-retrieval", "facts", retrieval=False, run="bench/results/runs/dev229-plain-h2055",
-           summary="the same model without evidence, its own no-retrieval head (what retrieval adds)"),
-    Preset("oracle-facts", "facts", oracle="facts", run="bench/results/runs/dev229-oracle-facts-h2055", ask=False,
-           summary="ORACLE: the question's annotated facts shown, same head (upper bound, never a default)"),
-    Preset("oracle-paragraphs", "facts", oracle="paragraphs", run="bench/results/runs/dev229-oracle-paragraphs-h2055",
-           ask=False, summary="ORACLE: the best sentences of its annotated evidence paragraphs, same head"),
-    Preset("steps", "steps", decomposition="predicted", run="bench/results/runs/dev229",
-           summary="the older pipeline: decompose, retrieve and read per step, transcript+direct+plain readings"),
-)}
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "facts",
+            "facts",
+            run="bench/results/runs/dev229-facts-h2055",
+            summary="default: top-10 BM25 paragraphs -> a few facts -> facts reader -> trained answer head",
+        ),
+        Preset(
+            "no-retrieval",
+            "facts",
+            retrieval=False,
+            run="bench/results/runs/dev229-plain-h2055",
+            summary="the same model without evidence, its own no-retrieval head (what retrieval adds)",
+        ),
+        Preset(
+            "oracle-facts",
+            "facts",
+            oracle="facts",
+            run="bench/results/runs/dev229-oracle-facts-h2055",
+            ask=False,
+            summary="ORACLE: the question's annotated facts shown, same head (upper bound, never a default)",
+        ),
+        Preset(
+            "oracle-paragraphs",
+            "facts",
+            oracle="paragraphs",
+            run="bench/results/runs/dev229-oracle-paragraphs-h2055",
+            ask=False,
+            summary="ORACLE: the best sentences of its annotated evidence paragraphs, same head",
+        ),
+        Preset(
+            "steps",
+            "steps",
+            decomposition="predicted",
+            run="bench/results/runs/dev229",
+            summary="the older pipeline: decompose, retrieve and read per step, transcript+direct+plain readings",
+        ),
+    )
+}
 DEFAULT_PRESET = "facts"
 
 
@@ -62,8 +91,10 @@ def get_preset(name: str, for_ask: bool = False) -> Preset:
     if p is None:
         raise BadInput(f"unknown preset {name!r}; use one of {', '.join(PRESETS)}")
     if for_ask and not p.ask:
-        raise BadInput(f"--preset {name} shows a question's annotations, which `sqa ask` does not have; use it with "
-                       "`sqa eval` on a labelled split")
+        raise BadInput(
+            f"--preset {name} shows a question's annotations, which `sqa ask` does not have; use it with "
+            "`sqa eval` on a labelled split"
+        )
     return p
 
 
@@ -76,8 +107,9 @@ def preset_for(reader: str, retrieval: bool, oracle: str | None) -> str | None:
     return None
 
 
-def preset_from_flags(preset: str | None, reader: str | None, retrieval: bool | None, oracle: str | None,
-                      for_ask: bool = False) -> Preset:
+def preset_from_flags(
+    preset: str | None, reader: str | None, retrieval: bool | None, oracle: str | None, for_ask: bool = False
+) -> Preset:
     """The ``sqa.presets.Preset`` for ``--preset`` or for the older flags (``--reader``,
     ``--retrieval/--no-retrieval``, ``--oracle``; None = not given). A flag combination no named
     preset has (e.g. ``--reader steps --no-retrieval``) gives an unnamed preset of those values.
@@ -86,12 +118,17 @@ def preset_from_flags(preset: str | None, reader: str | None, retrieval: bool | 
 
     if preset is not None:
         p = get_preset(preset, for_ask=for_ask)
-        given = {"--reader": (reader, p.reader), "--retrieval/--no-retrieval": (retrieval, p.retrieval),
-                 "--oracle": (oracle, p.oracle)}
+        given = {
+            "--reader": (reader, p.reader),
+            "--retrieval/--no-retrieval": (retrieval, p.retrieval),
+            "--oracle": (oracle, p.oracle),
+        }
         clash = [f"{flag} {mine!r}" for flag, (mine, its) in given.items() if mine is not None and mine != its]
         if clash:
-            raise BadInput(f"--preset {preset} and {', '.join(clash)} disagree; give the preset alone, or the flags "
-                           "without --preset")
+            raise BadInput(
+                f"--preset {preset} and {', '.join(clash)} disagree; give the preset alone, or the flags "
+                "without --preset"
+            )
         return p
     base = get_preset(DEFAULT_PRESET if (reader or "facts") == "facts" else "steps")
     reader = reader or base.reader
@@ -104,6 +141,8 @@ def preset_from_flags(preset: str | None, reader: str | None, retrieval: bool | 
     if oracle is not None and reader != "facts":
         raise BadInput("--oracle goes with --reader facts")
     if oracle is not None and retrieval is False:
-        raise BadInput(f"--oracle {oracle} and --no-retrieval disagree: the oracle's annotations are read by the "
-                       "facts head, which --no-retrieval replaces by the no-retrieval head; give one of them")
+        raise BadInput(
+            f"--oracle {oracle} and --no-retrieval disagree: the oracle's annotations are read by the "
+            "facts head, which --no-retrieval replaces by the no-retrieval head; give one of them"
+        )
     return replace(base, name="", reader=reader, retrieval=retrieval, oracle=oracle, run="", summary="")

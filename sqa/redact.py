@@ -33,18 +33,24 @@ _HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)(?::[^/?#\s]*)?(?=$
 _PORT_TRAIL = ".,;:)]}"
 # environment variables whose values are secrets wherever they appear (the Elasticsearch
 # credentials, and the tokens a server reader or the Hugging Face hub client may be given)
-SECRET_ENV = ("SQA_ES_PASSWORD", "SQA_ES_API_KEY", "OPENAI_API_KEY", "SQA_OPENAI_API_KEY", "HF_TOKEN",
-              "HUGGING_FACE_HUB_TOKEN")
+SECRET_ENV = (
+    "SQA_ES_PASSWORD",
+    "SQA_ES_API_KEY",
+    "OPENAI_API_KEY",
+    "SQA_OPENAI_API_KEY",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+)
 
 
 def _parts(url: str) -> tuple[str, str | None, str]:
     """``(scheme prefix incl. '://' or '', userinfo or None, the rest: host[:port][path...])``."""
     m = _SCHEME.match(url)
     prefix = m.group(0) if m else ""
-    rest = url[len(prefix):]
+    rest = url[len(prefix) :]
     for i in range(len(rest) - 1, -1, -1):
         if rest[i] == "@" and _HOST.match(rest, i + 1):
-            return prefix, rest[:i], rest[i + 1:]
+            return prefix, rest[:i], rest[i + 1 :]
     return prefix, None, rest
 
 
@@ -53,7 +59,7 @@ def _mask_bad_port(rest: str) -> str:
     like a port may be a password typed without a host)."""
     if rest.startswith("["):
         end = rest.find("]")
-        head, tail = (rest[: end + 1], rest[end + 1:]) if end >= 0 else (rest, "")
+        head, tail = (rest[: end + 1], rest[end + 1 :]) if end >= 0 else (rest, "")
         if not tail.startswith(":"):
             return rest
         port = re.split(r"[/?#]", tail[1:], maxsplit=1)[0]
@@ -114,7 +120,7 @@ def env_secrets() -> list[str]:
             _, _, rest = _parts(url)
             shown = _mask_bad_port(rest)
             if shown.endswith(":***"):
-                hidden = rest[len(shown) - 3:]
+                hidden = rest[len(shown) - 3 :]
                 out += _variants(hidden)
                 out += _variants(re.split(r"[/?#]", hidden, maxsplit=1)[0])
     return sorted(set(out), key=len, reverse=True)
@@ -139,4 +145,5 @@ def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
         if userinfo is not None:
             return prefix + "***@" + rest
         return prefix + _mask_bad_port(rest) if prefix else w
+
     return _WORD.sub(word, text)

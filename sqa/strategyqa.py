@@ -51,17 +51,24 @@ def load_json(path: str | Path):
     except json.JSONDecodeError as e:
         raise BadInput(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix or re-download the file") from None
     except RecursionError:  # thousands of nested brackets (issue 41 item 10)
-        raise BadInput(f"{path}: JSON nested too deeply (arrays/objects inside each other thousands of times); "
-                       "fix or re-download the file") from None
+        raise BadInput(
+            f"{path}: JSON nested too deeply (arrays/objects inside each other thousands of times); "
+            "fix or re-download the file"
+        ) from None
     except (lzma.LZMAError, EOFError) as e:  # a damaged or cut .xz / .gz file
         raise BadInput(f"{path}: not a readable compressed file ({e or type(e).__name__}); re-download it") from None
 
 
 def _question(d: dict) -> Question:
     return Question(
-        qid=d["qid"], question=d["question"], answer=d.get("answer"),
-        decomposition=tuple(d.get("decomposition", ())), facts=tuple(d.get("facts", ())),
-        evidence=tuple(d.get("evidence", ())), term=d.get("term", ""), description=d.get("description", ""),
+        qid=d["qid"],
+        question=d["question"],
+        answer=d.get("answer"),
+        decomposition=tuple(d.get("decomposition", ())),
+        facts=tuple(d.get("facts", ())),
+        evidence=tuple(d.get("evidence", ())),
+        term=d.get("term", ""),
+        description=d.get("description", ""),
     )
 
 
@@ -112,8 +119,10 @@ def _evidence_ok(v) -> bool:
     """StrategyQA's evidence annotation: annotators -> steps -> items, each item a list of evidence
     IDs or a tag ("operation", "no_evidence")."""
     return isinstance(v, list) and all(
-        isinstance(ann, list) and all(isinstance(step, list) and all(isinstance(x, str) or _strings(x) for x in step)
-                                      for step in ann) for ann in v)
+        isinstance(ann, list)
+        and all(isinstance(step, list) and all(isinstance(x, str) or _strings(x) for x in step) for step in ann)
+        for ann in v
+    )
 
 
 def entry_problem(d) -> str | None:
@@ -129,16 +138,20 @@ def entry_problem(d) -> str | None:
     if not isinstance(d.get("question"), str) or not d["question"].strip():
         return "field 'question' must be a non-empty string"
     if len(d["question"]) > MAX_QUESTION_CHARS:
-        return (f"field 'question' has {len(d['question']):,} characters, more than the {MAX_QUESTION_CHARS:,} "
-                "a reader prompt takes")
+        return (
+            f"field 'question' has {len(d['question']):,} characters, more than the {MAX_QUESTION_CHARS:,} "
+            "a reader prompt takes"
+        )
     if d.get("answer") is not None and not isinstance(d["answer"], bool):
         return f"field 'answer' must be true, false or absent, got {d['answer']!r:.40}"
     for key in ("facts", "decomposition"):
         if d.get(key) is not None and not _strings(d[key]):
             return f"field '{key}' must be a list of strings, got {json.dumps(d[key])[:60]}"
     if d.get("evidence") is not None and not _evidence_ok(d["evidence"]):
-        return ("field 'evidence' must be StrategyQA's annotation (a list per annotator of a list per step of "
-                f"evidence-ID lists or tags), got {json.dumps(d['evidence'])[:60]}")
+        return (
+            "field 'evidence' must be StrategyQA's annotation (a list per annotator of a list per step of "
+            f"evidence-ID lists or tags), got {json.dumps(d['evidence'])[:60]}"
+        )
     for key in ("term", "description"):
         if d.get(key) is not None and not isinstance(d[key], str):
             return f"field '{key}' must be a string, got {json.dumps(d[key])[:40]}"
@@ -162,13 +175,17 @@ def load_dataset_file(path: str | Path, strict: bool = False, skipped: list | No
         try:
             import datasets
         except ImportError:
-            raise BadInput(f"{path}: a dataset directory is read with the `datasets` package (pip install 'sqa[hf]'); "
-                           "or pass a .json / .jsonl file") from None
+            raise BadInput(
+                f"{path}: a dataset directory is read with the `datasets` package (pip install 'sqa[hf]'); "
+                "or pass a .json / .jsonl file"
+            ) from None
         try:
             dd = datasets.load_dataset(str(path))
         except Exception as e:  # datasets raises many kinds for an unreadable directory
-            raise BadInput(f"{path}: datasets.load_dataset could not read this directory ({type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else ''})") from None
+            raise BadInput(
+                f"{path}: datasets.load_dataset could not read this directory ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''})"
+            ) from None
         split = next(iter(dd))
         rows = [dict(r) for r in dd[split]]
     elif path.suffix == ".jsonl":
@@ -209,8 +226,10 @@ def load_dataset_file(path: str | Path, strict: bool = False, skipped: list | No
         out.append(_question(d))
     if not out:
         first = skipped[0] if skipped else None
-        raise BadInput(f"{path}: none of its {len(rows):,} entries is a usable question"
-                       + (f" (entry {first[0]}: {first[2]})" if first else ""))
+        raise BadInput(
+            f"{path}: none of its {len(rows):,} entries is a usable question"
+            + (f" (entry {first[0]}: {first[2]})" if first else "")
+        )
     return out
 
 

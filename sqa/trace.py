@@ -67,15 +67,22 @@ class ReasoningResult:
         return [s.question for s in self.steps] or [self.question]
 
     def to_prediction(self) -> Prediction:
-        return Prediction(qid=self.qid or "", answer=self.answer, confidence=self.confidence,
-                          decomposition=self.decomposition, paragraphs=list(self.paragraphs))
+        return Prediction(
+            qid=self.qid or "",
+            answer=self.answer,
+            confidence=self.confidence,
+            decomposition=self.decomposition,
+            paragraphs=list(self.paragraphs),
+        )
 
     def to_ask_json(self) -> dict:
         """The ``sqa ask --json`` object: question, decomposition [{step, answer, evidence}],
         answer, confidence, paragraphs."""
         return {
             "question": self.question,
-            "decomposition": [{"step": s.question, "answer": s.answer, "evidence": list(s.evidence)} for s in self.steps],
+            "decomposition": [
+                {"step": s.question, "answer": s.answer, "evidence": list(s.evidence)} for s in self.steps
+            ],
             "answer": self.answer,
             "confidence": self.confidence,
             "paragraphs": list(self.paragraphs),

@@ -162,8 +162,7 @@ class SearchBackend(Protocol):
         """Paragraphs for evidence IDs, in the order given; unknown IDs are left out."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -205,8 +204,7 @@ class Prediction:
     paragraphs: list[str] = field(default_factory=list)
 
     def to_leaderboard(self) -> dict:
-        return {"answer": self.answer, "decomposition": list(self.decomposition),
-                "paragraphs": list(self.paragraphs)}
+        return {"answer": self.answer, "decomposition": list(self.decomposition), "paragraphs": list(self.paragraphs)}
 
 
 @dataclass(frozen=True)
@@ -328,8 +326,9 @@ class Retriever(Protocol):
         """The query text ``retrieve_step`` searches for this step."""
         ...
 
-    def retrieve_step(self, step: Step, prior_steps: Sequence[Step] = (), k: int = 10,
-                      question: str | None = None) -> list[Hit]:
+    def retrieve_step(
+        self, step: Step, prior_steps: Sequence[Step] = (), k: int = 10, question: str | None = None
+    ) -> list[Hit]:
         """Top-``k`` hits for one step; ``prior_steps`` are steps 1..i-1 (for ``#k``), ``question``
         the original question (optional context)."""
         ...
@@ -352,7 +351,8 @@ class BatchReader(Protocol):
 
     model: object  # LanguageModel | None
 
-    def answer_batch(self, questions: Sequence[Question], decomposition: str = "predicted",
-                     on_result: Callable | None = None) -> list:
+    def answer_batch(
+        self, questions: Sequence[Question], decomposition: str = "predicted", on_result: Callable | None = None
+    ) -> list:
         """``list[sqa.trace.ReasoningResult]``, one per question, in order."""
         ...

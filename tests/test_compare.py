@@ -20,24 +20,42 @@ RUNS = Path(__file__).resolve().parents[1] / "bench" / "results" / "runs"
 pytest.importorskip("scipy", reason="scipy (the models extra) runs sqa compare's McNemar and Wilcoxon tests")
 
 
-def write_run(path: Path, split: str, answers: dict[str, bool], paragraphs: dict[str, list[str]] | None = None,
-              preset: str = "facts", retrieval: bool = True) -> Path:
+def write_run(
+    path: Path,
+    split: str,
+    answers: dict[str, bool],
+    paragraphs: dict[str, list[str]] | None = None,
+    preset: str = "facts",
+    retrieval: bool = True,
+) -> Path:
     """A run folder as ``sqa eval`` writes it: run.json and one traces.jsonl line per answered question."""
     path.mkdir(parents=True)
-    (path / "run.json").write_text(json.dumps({"format": 2, "options": {"split": split, "preset": preset,
-                                                                        "retrieval": retrieval}}))
+    (path / "run.json").write_text(
+        json.dumps({"format": 2, "options": {"split": split, "preset": preset, "retrieval": retrieval}})
+    )
     by_id = {q.qid: q for q in load_questions(split)}
     with open(path / "traces.jsonl", "w") as f:
-        f.writelines(json.dumps({"qid": qid, "question": by_id[qid].question, "answer": answer,
-                                "p_yes": 0.8 if answer else 0.2, "steps": [],
-                                "paragraphs": (paragraphs or {}).get(qid, []),
-                                "eval": {"gold": by_id[qid].answer}}) + "\n" for qid, answer in answers.items())
+        f.writelines(
+            json.dumps(
+                {
+                    "qid": qid,
+                    "question": by_id[qid].question,
+                    "answer": answer,
+                    "p_yes": 0.8 if answer else 0.2,
+                    "steps": [],
+                    "paragraphs": (paragraphs or {}).get(qid, []),
+                    "eval": {"gold": by_id[qid].answer},
+                }
+            )
+            + "\n"
+            for qid, answer in answers.items()
+        )
     return path
 
 
 def test_mcnemar_exact_by_hand():
     # b=7, c=2: 2 * P(X <= 2), X ~ Binomial(9, 0.5) = 2 * (1 + 9 + 36) / 512
-    assert mcnemar_exact(7, 2) == pytest.approx(2 * (1 + 9 + 36) / 2 ** 9) == pytest.approx(0.1797, abs=1e-4)
+    assert mcnemar_exact(7, 2) == pytest.approx(2 * (1 + 9 + 36) / 2**9) == pytest.approx(0.1797, abs=1e-4)
     assert mcnemar_exact(2, 7) == mcnemar_exact(7, 2)
     assert mcnemar_exact(0, 0) == 1.0
     assert mcnemar_exact(5, 5) == 1.0
@@ -61,7 +79,7 @@ def test_a_hand_built_pair(tmp_path):
     assert p.difference == pytest.approx(0.25)
     assert p.mcnemar_p == pytest.approx(0.1796875)
     # the bootstrap percentile interval is near the normal one of the mean of d in {+1 x7, -1 x2, 0 x11}
-    se = math.sqrt((9 / 20 - 0.25 ** 2) / 20)
+    se = math.sqrt((9 / 20 - 0.25**2) / 20)
     assert p.interval95[0] == pytest.approx(0.25 - 1.96 * se, abs=0.05)
     assert p.interval95[1] == pytest.approx(0.25 + 1.96 * se, abs=0.05)
     assert compare_runs([a, b]).pairs[0].interval95 == p.interval95  # seeded
@@ -102,9 +120,16 @@ def test_compare_the_recorded_dev_runs():
     c = compare_runs([facts, plain])
     p = c.pairs[0]
     assert (p.n, p.only_a, p.only_b) == (229, 6, 12) and p.accuracy_a == pytest.approx(152 / 229)
-    assert p.mcnemar_p == pytest.approx(2 * sum(math.comb(18, i) for i in range(7)) / 2 ** 18)
-    for text in ("0.664", "0.690", "-0.026", f"[{p.interval95[0]:+.3f}, {p.interval95[1]:+.3f}]",
-                 f"McNemar p = {p.mcnemar_p:.4f}", "only A right 6", "only B right 12"):
+    assert p.mcnemar_p == pytest.approx(2 * sum(math.comb(18, i) for i in range(7)) / 2**18)
+    for text in (
+        "0.664",
+        "0.690",
+        "-0.026",
+        f"[{p.interval95[0]:+.3f}, {p.interval95[1]:+.3f}]",
+        f"McNemar p = {p.mcnemar_p:.4f}",
+        "only A right 6",
+        "only B right 12",
+    ):
         assert text in r.stdout, text
     j = json.loads(run_sqa(["compare", facts, plain, "--json"]).stdout)
     assert j["pairs"][0]["mcnemar_p"] == p.mcnemar_p and j["pairs"][0]["interval95"] == p.interval95
@@ -118,8 +143,9 @@ def test_a_run_with_predictions_only_is_compared_on_its_answers(tmp_path):
     b = tmp_path / "B"
     b.mkdir()
     (b / "run.json").write_text(json.dumps({"format": 2, "options": {"split": "dev", "preset": "steps"}}))
-    (b / "predictions.json").write_text(json.dumps({q.qid: {"answer": not q.answer, "decomposition": [q.question],
-                                                            "paragraphs": []} for q in qs[:8]}))
+    (b / "predictions.json").write_text(
+        json.dumps({q.qid: {"answer": not q.answer, "decomposition": [q.question], "paragraphs": []} for q in qs[:8]})
+    )
     c = compare_runs([a, b])
     assert len(c.qids) == 8 and [r.left_out for r in c.runs] == [2, 0]
-    assert (c.pairs[0].only_a, c.pairs[0].only_b) == (8, 0) and c.pairs[0].mcnemar_p == pytest.approx(2 / 2 ** 8)
+    assert (c.pairs[0].only_a, c.pairs[0].only_b) == (8, 0) and c.pairs[0].mcnemar_p == pytest.approx(2 / 2**8)

@@ -10,8 +10,7 @@ import lzma
 import pytest
 
 from helpers import real_lines
-from sqa.indexing.corpus import (ReadStats, detect_format, read_corpus, read_corpus_jsonl,
-                                  read_strategyqa_paragraphs)
+from sqa.indexing.corpus import ReadStats, detect_format, read_corpus, read_corpus_jsonl, read_strategyqa_paragraphs
 from sqa.strategyqa import DISTRACTORS_FILE, PARAGRAPHS_FILE
 from sqa.types import SqaError
 
@@ -20,6 +19,7 @@ N_DISTRACTORS = 150_679
 
 
 # --- the shipped files, read whole -------------------------------------------------------------
+
 
 def test_strategyqa_paragraph_file_reads_every_gold_paragraph():
     stats = ReadStats()
@@ -53,6 +53,7 @@ def test_distractor_file_streams_every_paragraph_with_evidence_ids():
 
 # --- malformed JSONL ---------------------------------------------------------------------------
 
+
 @pytest.fixture()
 def mixed_jsonl(tmp_path):
     """A gzip JSONL file: 11 valid real distractor lines with malformed ones in between.
@@ -62,27 +63,33 @@ def mixed_jsonl(tmp_path):
     row = json.loads(good[0])
     no_para = {k: v for k, v in row.items() if k != "para"}
     lines = [
-        good[0],                                            # 1
-        good[1],                                            # 2
-        good[2][: len(good[2]) // 2],                       # 3  truncated -> invalid JSON
-        "",                                                 # 4  blank: ignored, not an error
-        good[3],                                            # 5
-        json.dumps(no_para),                                # 6  missing field para
-        json.dumps({**row, "title": 42}),                   # 7  wrong type (title)
-        "   ",                                              # 8  blank
-        good[4],                                            # 9
-        json.dumps({**row, "para": ["not", "a", "str"]}),   # 10 wrong type (para)
-        json.dumps([row["title"], row["para"]]),            # 11 not an object
-        *good[5:12],                                        # 12..18
-        "{\"title\": \"x\", \"para_id\": 1, \"para\": ",    # 19 cut-off last line
+        good[0],  # 1
+        good[1],  # 2
+        good[2][: len(good[2]) // 2],  # 3  truncated -> invalid JSON
+        "",  # 4  blank: ignored, not an error
+        good[3],  # 5
+        json.dumps(no_para),  # 6  missing field para
+        json.dumps({**row, "title": 42}),  # 7  wrong type (title)
+        "   ",  # 8  blank
+        good[4],  # 9
+        json.dumps({**row, "para": ["not", "a", "str"]}),  # 10 wrong type (para)
+        json.dumps([row["title"], row["para"]]),  # 11 not an object
+        *good[5:12],  # 12..18
+        '{"title": "x", "para_id": 1, "para": ',  # 19 cut-off last line
     ]
     path = tmp_path / "mixed.jsonl.gz"
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     used = [good[0], good[1], good[3], good[4], *good[5:12]]  # good[2] is only used truncated
     valid = [f"{json.loads(g)['title']}-{json.loads(g)['para_id']}" for g in used]
-    bad = {3: "invalid JSON", 6: "missing field(s) para", 7: "title must be a non-empty string", 10: "para must be a string",
-           11: "not a JSON object", 19: "invalid JSON"}
+    bad = {
+        3: "invalid JSON",
+        6: "missing field(s) para",
+        7: "title must be a non-empty string",
+        10: "para must be a string",
+        11: "not a JSON object",
+        19: "invalid JSON",
+    }
     return path, valid, bad
 
 
@@ -140,9 +147,9 @@ def test_malformed_strategyqa_entries_are_counted_by_entry_number(tmp_path):
         data = json.load(f)
     keys = list(data)[:5]
     small = {k: data[k] for k in keys}
-    small["Broken-1"] = {"title": "Broken", "content": None}   # entry 6: content not a string
-    small["Broken-2"] = "just a string"                        # entry 7: not an object
-    small[keys[0] + "-copy"] = dict(data[keys[0]])              # entry 8: fine
+    small["Broken-1"] = {"title": "Broken", "content": None}  # entry 6: content not a string
+    small["Broken-2"] = "just a string"  # entry 7: not an object
+    small[keys[0] + "-copy"] = dict(data[keys[0]])  # entry 8: fine
     path = tmp_path / "paras.json"
     path.write_text(json.dumps(small), encoding="utf-8")
     stats = ReadStats()
@@ -174,17 +181,27 @@ def test_missing_truncated_and_non_json_files_raise_sqaerror_naming_the_file(tmp
 
 # --- wrong optional types, damaged compressed files ---------------------------------------------
 
+
 def test_wrong_types_in_any_field_are_malformed_lines_never_crashes_or_odd_ids(tmp_path):
     """Valid JSON with a wrong type in an optional field (or an odd para_id) is one malformed
     line: skipped and counted with its reason, the rest of the file is read."""
     good = real_lines(10, start=2000)
     rows = [json.loads(g) for g in good]
     mutations = {
-        "headers must be a list of strings": [{"headers": 5}, {"headers": "abc"}, {"headers": ["a", 3]},
-                                              {"headers": {"a": 1}}],
+        "headers must be a list of strings": [
+            {"headers": 5},
+            {"headers": "abc"},
+            {"headers": ["a", 3]},
+            {"headers": {"a": 1}},
+        ],
         "section must be a string": [{"section": 7}, {"section": ["Early life"]}, {"section": {"x": 1}}],
-        "para_id must be an integer or a non-empty string": [{"para_id": {"a": 1}}, {"para_id": 1.5},
-                                                             {"para_id": True}, {"para_id": [1]}, {"para_id": ""}],
+        "para_id must be an integer or a non-empty string": [
+            {"para_id": {"a": 1}},
+            {"para_id": 1.5},
+            {"para_id": True},
+            {"para_id": [1]},
+            {"para_id": ""},
+        ],
         "title must be a non-empty string": [{"title": ""}, {"title": ["x"]}],
     }
     lines, expect = list(good), {}
@@ -233,7 +250,7 @@ def test_a_small_damaged_gzip_raises_sqaerror_naming_the_file(tmp_path, damage):
         data = data + b"garbage!!"
     else:
         mid = len(data) // 2
-        data = data[:mid] + bytes(b ^ 0xFF for b in data[mid:mid + 64]) + data[mid + 64:]
+        data = data[:mid] + bytes(b ^ 0xFF for b in data[mid : mid + 64]) + data[mid + 64 :]
     path = tmp_path / "small.jsonl.gz"
     path.write_bytes(data)
     with pytest.raises(SqaError, match="small.jsonl.gz: compressed stream is truncated or corrupt"):

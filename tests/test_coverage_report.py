@@ -17,8 +17,9 @@ from sqa.trace import ReasoningResult
 
 def test_accuracy_at_coverage_by_hand():
     # confidences 0.9 (right), 0.8 (wrong), 0.7 (right), 0.6 (right), 0.55 (wrong): ranked r w r r w
-    rows = [{"confidence": c, "correct": k} for c, k in
-            ((0.6, True), (0.9, True), (0.55, False), (0.8, False), (0.7, True))] + [{"confidence": 1.0, "correct": None}]
+    rows = [
+        {"confidence": c, "correct": k} for c, k in ((0.6, True), (0.9, True), (0.55, False), (0.8, False), (0.7, True))
+    ] + [{"confidence": 1.0, "correct": None}]
     assert ranked_correct(rows) == [True, False, True, True, False]
     assert accuracy_at(ranked_correct(rows), 0.5) == {"coverage": 0.5, "n": 3, "Accuracy": pytest.approx(2 / 3)}
     assert accuracy_at(ranked_correct(rows), 0.8) == {"coverage": 0.8, "n": 4, "Accuracy": 0.75}
@@ -43,24 +44,35 @@ class FactsLikeReader(FakeReader):
         out = []
         for q in questions:
             p = fake_p_yes(q.qid)
-            out.append(ReasoningResult(question=q.question, steps=[], answer=p >= 0.5, p_yes=p, qid=q.qid,
-                                       paragraphs=["x-1"] if self.retrieve else [], calibrated=False))
+            out.append(
+                ReasoningResult(
+                    question=q.question,
+                    steps=[],
+                    answer=p >= 0.5,
+                    p_yes=p,
+                    qid=q.qid,
+                    paragraphs=["x-1"] if self.retrieve else [],
+                    calibrated=False,
+                )
+            )
             on_result(out[-1])
         return out
 
 
 @pytest.mark.parametrize("retrieve", [True, False])
 def test_metrics_and_report_of_a_reader_without_steps(tmp_path, retrieve):
-    opts = EvalOptions(split="dev", model="fake", limit=40, reader="facts", decomposition="question",
-                       retrieval=retrieve)
+    opts = EvalOptions(
+        split="dev", model="fake", limit=40, reader="facts", decomposition="question", retrieval=retrieve
+    )
     run_eval(opts, tmp_path, lambda pool: FactsLikeReader(pool, retrieve))
     qs = load_questions("dev")[:40]
     m = json.loads((tmp_path / "metrics.json").read_text())
     cov = m["accuracy_at_coverage"]
     ranked = sorted(qs, key=lambda q: -max(fake_p_yes(q.qid), 1 - fake_p_yes(q.qid)))
     right = [(fake_p_yes(q.qid) >= 0.5) == q.answer for q in ranked]
-    assert [a["Accuracy"] for a in cov["at"]] == pytest.approx([sum(right[:20]) / 20, sum(right[:32]) / 32,
-                                                                 sum(right) / 40])
+    assert [a["Accuracy"] for a in cov["at"]] == pytest.approx(
+        [sum(right[:20]) / 20, sum(right[:32]) / 32, sum(right) / 40]
+    )
     assert cov["at"][2]["Accuracy"] == pytest.approx(m["Accuracy"]) and cov["calibrated"] is False
     md = (tmp_path / "report.md").read_text()
     assert "| Accuracy at 50% coverage (the 20 most confident, the model's own P(yes), uncalibrated) |" in md

@@ -40,9 +40,12 @@ def _names() -> dict[str, set[str]]:
             parts = span.split(".")
             # a stage's module and name (`models.hf.HFModel`, `eval.Run`), not a variable's method
             # (`reader.ask_many`) or a JSON field (`eval.cost`)
-            if re.fullmatch(r"[a-z_]+(\.[A-Za-z_]\w*)+", span) and parts[0] in PACKAGES \
-                    and (len(parts) >= 3 or parts[-1][:1].isupper()) \
-                    and not span.endswith((".py", ".md", ".json", ".jsonl")):
+            if (
+                re.fullmatch(r"[a-z_]+(\.[A-Za-z_]\w*)+", span)
+                and parts[0] in PACKAGES
+                and (len(parts) >= 3 or parts[-1][:1].isupper())
+                and not span.endswith((".py", ".md", ".json", ".jsonl"))
+            ):
                 names.add("sqa." + span)
         found[doc.name] = names
     return found

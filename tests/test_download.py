@@ -58,7 +58,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         srv.log.append(entry)
         cut = srv.cuts.pop(0) if srv.cuts else None  # bytes of this body to send before hanging up
         for i in range(0, len(body), 32768):
-            chunk = body[i:i + 32768]
+            chunk = body[i : i + 32768]
             if cut is not None and entry["sent"] + len(chunk) >= cut:
                 chunk = chunk[: cut - entry["sent"]]
             try:
@@ -101,6 +101,7 @@ def server():
 
 
 # --- fetch_corpus --------------------------------------------------------------------------------
+
 
 def test_a_connection_cut_mid_file_is_resumed_with_a_range_request_not_restarted(server, tmp_path):
     cut = len(server.data) * 2 // 5
@@ -167,7 +168,9 @@ def test_a_connection_that_keeps_dropping_keeps_the_part_and_says_to_rerun(serve
 
 def test_offline_refused_dns_and_http_errors_are_one_line_naming_the_url(server, tmp_path):
     port = free_port()
-    with pytest.raises(SqaError, match=rf"http://127.0.0.1:{port}/x.gz: cannot download the corpus \(connection refused\)"):
+    with pytest.raises(
+        SqaError, match=rf"http://127.0.0.1:{port}/x.gz: cannot download the corpus \(connection refused\)"
+    ):
         fetch_corpus(f"http://127.0.0.1:{port}/x.gz", tmp_path)
     with pytest.raises(SqaError, match=r"http://sqa-test.invalid/x.gz: cannot download the corpus \(cannot resolve"):
         fetch_corpus("http://sqa-test.invalid/x.gz", tmp_path)
@@ -210,8 +213,11 @@ def test_a_server_that_ignores_ranges_and_always_hangs_up_half_way_is_given_up_o
     half = len(server.data) // 2
     server.cuts = [half] * 50
     t0 = time.monotonic()
-    with pytest.raises(SqaError, match=rf"lost 3 times in a row without getting past {half:,} bytes.*run the same "
-                                       "command again") as e:
+    with pytest.raises(
+        SqaError,
+        match=rf"lost 3 times in a row without getting past {half:,} bytes.*run the same "
+        "command again",
+    ) as e:
         fetch_corpus(server.url, tmp_path, retries=2)
     assert "\n" not in str(e.value)
     assert len(server.log) == 3 and time.monotonic() - t0 < 30  # 1 + 2 restarts, 1 s + 2 s apart
@@ -236,25 +242,35 @@ def test_a_password_with_reserved_characters_is_sent_whole_and_never_shown(serve
 
 def test_cli_password_with_a_slash_in_corpus_url_is_never_printed(tmp_path):
     url = f"http://user:Zq9/SecretPW@127.0.0.1:{free_port()}/x"
-    r = run_sqa(["index", "--corpus", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
-                env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
+    r = run_sqa(
+        ["index", "--corpus", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
+        env={"SQA_HOME": str(tmp_path / "home")},
+        timeout=120,
+    )
     line = one_error_line(r)
     assert "cannot download the corpus (connection refused)" in line
     assert "Zq9" not in r.stderr + r.stdout and "SecretPW" not in r.stderr + r.stdout
 
 
 def test_cli_an_empty_corpus_url_is_refused(tmp_path):
-    r = run_sqa(["index", "--corpus", "full", "--corpus-url", "", "--index-dir", tmp_path / "idx"],
-                env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
+    r = run_sqa(
+        ["index", "--corpus", "full", "--corpus-url", "", "--index-dir", tmp_path / "idx"],
+        env={"SQA_HOME": str(tmp_path / "home")},
+        timeout=120,
+    )
     assert "--corpus-url / $SQA_CORPUS_URL is empty" in one_error_line(r)
 
 
 # --- sqa index --corpus full -----------------------------------------------------------------------
 
+
 def test_cli_offline_is_exit_2_one_line_with_credentials_redacted(tmp_path):
     url = f"http://alice:s3cret@127.0.0.1:{free_port()}/{NAME}"
-    r = run_sqa(["index", "--corpus", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
-                env={"SQA_HOME": str(tmp_path / "home")}, timeout=120)
+    r = run_sqa(
+        ["index", "--corpus", "full", "--corpus-url", url, "--index-dir", tmp_path / "idx"],
+        env={"SQA_HOME": str(tmp_path / "home")},
+        timeout=120,
+    )
     line = one_error_line(r)
     assert f"{url.replace('alice:s3cret@', '')}: cannot download the corpus (connection refused)" in line
     assert "s3cret" not in line and "alice" not in line
@@ -272,8 +288,17 @@ def test_cli_preset_full_killed_mid_download_and_mid_index_resumes_both_to_the_l
     server.data, server.lines = _corpus_bytes(20_000)
     home, d = tmp_path / "home", tmp_path / "idx"
     part = home / "corpus" / (NAME + ".part")
-    argv = sqa_argv() + ["index", "--corpus", "full", "--corpus-url", server.url, "--index-dir", str(d),
-                         "--commit-every", "1000"]
+    argv = sqa_argv() + [
+        "index",
+        "--corpus",
+        "full",
+        "--corpus-url",
+        server.url,
+        "--index-dir",
+        str(d),
+        "--commit-every",
+        "1000",
+    ]
     env = {**__import__("os").environ, "SQA_HOME": str(home)}
 
     # 1) killed (kill -9) half-way through the download
@@ -305,7 +330,9 @@ def test_cli_preset_full_killed_mid_download_and_mid_index_resumes_both_to_the_l
     assert manifest["paragraph_count"] == server.lines == 20_000 and manifest["preset"] == "full"
     assert manifest["corpus_files"] == [str((home / "corpus" / NAME).resolve())]
     # and once more: already built, still no request
-    r = run_sqa(["index", "--corpus", "full", "--corpus-url", server.url, "--index-dir", d], env={"SQA_HOME": str(home)})
+    r = run_sqa(
+        ["index", "--corpus", "full", "--corpus-url", server.url, "--index-dir", d], env={"SQA_HOME": str(home)}
+    )
     assert r.returncode == 0 and "already built" in r.stderr and server.log == []
 
 
@@ -314,8 +341,10 @@ def test_cli_preset_full_with_a_copy_on_disk_downloads_nothing(tmp_path):
     copy = tmp_path / "copy.jsonl.gz"
     copy.write_bytes(data)
     port = free_port()  # any download attempt would fail
-    r = run_sqa(["index", "--corpus", "full", "--corpus", copy, "--index-dir", tmp_path / "idx"],
-                env={"SQA_HOME": str(tmp_path / "home"), "SQA_CORPUS_URL": f"http://127.0.0.1:{port}/x"})
+    r = run_sqa(
+        ["index", "--corpus", "full", "--corpus", copy, "--index-dir", tmp_path / "idx"],
+        env={"SQA_HOME": str(tmp_path / "home"), "SQA_CORPUS_URL": f"http://127.0.0.1:{port}/x"},
+    )
     assert r.returncode == 0, r.stderr
     m = read_manifest(tmp_path / "idx")
     assert m["paragraph_count"] == n and m["preset"] == "full" and not (tmp_path / "home" / "corpus").exists()

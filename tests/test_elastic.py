@@ -40,8 +40,12 @@ from sqa.types import Paragraph, SqaError
 
 CLI = [sys.executable, "-c", "import sys; from sqa.cli import main; sys.exit(main())"]
 TOPICS = ("Black Sea", "Sea of Japan", "Caspian Sea", "Red Sea", "Mona Lisa", "Banana", "Louvre", "Dead Sea")
-QUERIES = ("maximum depth of the Black Sea", "Is the Mona Lisa in the Louvre", "How many calories are in a banana",
-           "salt content of the Dead Sea")
+QUERIES = (
+    "maximum depth of the Black Sea",
+    "Is the Mona Lisa in the Louvre",
+    "How many calories are in a banana",
+    "salt content of the Dead Sea",
+)
 
 
 def _answers(url: str) -> bool:
@@ -64,9 +68,13 @@ def es_url(tmp_path_factory):
     port = free_port()
     data = tmp_path_factory.mktemp("noida")
     log = open(data / "noida.log", "wb")
-    proc = subprocess.Popen([exe, "start", "--only", "elasticsearch", "--data-dir", str(data / "db"),
-                             "--elasticsearch-port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=default_sigint)  # stopped with SIGINT below
+    proc = subprocess.Popen(
+        [exe, "start", "--only", "elasticsearch", "--data-dir", str(data / "db"), "--elasticsearch-port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=default_sigint,
+    )  # stopped with SIGINT below
     url = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
     while not _answers(url):
@@ -119,8 +127,15 @@ def small_corpus(tmp_path_factory) -> tuple[Path, list[str]]:
     for n, (eid, rec) in enumerate(data.items()):
         title, _, para_id = eid.rpartition("-")
         if (n < 300 or rec["title"] in TOPICS) and title == rec["title"] and para_id.isdigit():
-            rows.append({"title": title, "para_id": int(para_id), "para": rec["content"],
-                         "section": rec.get("section") or "", "headers": rec.get("headers") or []})
+            rows.append(
+                {
+                    "title": title,
+                    "para_id": int(para_id),
+                    "para": rec["content"],
+                    "section": rec.get("section") or "",
+                    "headers": rec.get("headers") or [],
+                }
+            )
             ids.append(eid)
     path = tmp_path_factory.mktemp("corpus") / "small.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -144,6 +159,7 @@ def settings_of(be: ElasticsearchBackend) -> dict:
 
 # --- no server needed ----------------------------------------------------------------------------
 
+
 def test_unreachable_url_is_one_clear_error_naming_the_url(monkeypatch, capsys, tmp_path):
     port = free_port()  # nothing listens here
     with pytest.raises(SqaError) as e:
@@ -166,17 +182,22 @@ def test_redact_url_drops_credentials_only():
     assert redact_url("http://elastic:pw@host:9abc/x") == "http://host:9abc/x"  # a bad port never raises
 
 
-@pytest.mark.parametrize("url, expect", [
-    ("elastic:Pa55word@127.0.0.1:9200", "has no scheme; write http://127.0.0.1:9200"),
-    ("http://elastic:Pa55word@127.0.0.1:9abc", "is not a number from 1 to 65535"),
-    ("http://127.0.0.1:99999", "is not a number from 1 to 65535"),
-    ("ftp://elastic:Pa55word@127.0.0.1:9200", "the scheme must be http or https"),
-])
+@pytest.mark.parametrize(
+    "url, expect",
+    [
+        ("elastic:Pa55word@127.0.0.1:9200", "has no scheme; write http://127.0.0.1:9200"),
+        ("http://elastic:Pa55word@127.0.0.1:9abc", "is not a number from 1 to 65535"),
+        ("http://127.0.0.1:99999", "is not a number from 1 to 65535"),
+        ("ftp://elastic:Pa55word@127.0.0.1:9200", "the scheme must be http or https"),
+    ],
+)
 def test_a_malformed_es_url_is_one_line_and_never_shows_the_password(tmp_path, url, expect):
     from helpers import one_error_line, run_sqa
 
-    for args in (["search", "black sea", "--backend", "elasticsearch"],
-                 ["index", "--corpus", "strategyqa", "--backend", "elasticsearch", "--index-dir", str(tmp_path)]):
+    for args in (
+        ["search", "black sea", "--backend", "elasticsearch"],
+        ["index", "--corpus", "strategyqa", "--backend", "elasticsearch", "--index-dir", str(tmp_path)],
+    ):
         r = run_sqa(args, env={"SQA_ES_URL": url})
         line = one_error_line(r)
         assert expect in line and "SQA_ES_URL=" in line
@@ -184,6 +205,7 @@ def test_a_malformed_es_url_is_one_line_and_never_shows_the_password(tmp_path, u
 
 
 # --- against the server --------------------------------------------------------------------------
+
 
 @pytest.mark.es
 def test_build_count_search_and_rerun_without_duplicates(es_index, small_corpus, tantivy_small, tmp_path, capsys):
@@ -229,7 +251,13 @@ def test_build_count_search_and_rerun_without_duplicates(es_index, small_corpus,
     # the CLI finds the index name in the manifest
     assert main(["search", "--json", QUERIES[0], "-k", "3", "--backend", "elasticsearch", "--index-dir", str(d)]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows[0]["evidence_id"] == "Black Sea-2" and set(rows[0]) == {"evidence_id", "score", "title", "section", "text"}
+    assert rows[0]["evidence_id"] == "Black Sea-2" and set(rows[0]) == {
+        "evidence_id",
+        "score",
+        "title",
+        "section",
+        "text",
+    }
 
 
 class CrashAfterCommit:
@@ -367,8 +395,19 @@ def test_rejected_paragraphs_are_counted_and_fail_the_cli(es_index, small_corpus
     lines = corpus.read_text(encoding="utf-8").splitlines()[:20]
     lines.insert(5, json.dumps({"title": long_title, "para_id": 1, "para": "text"}))
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    code = main(["index", "--backend", "elasticsearch", "--es-index", es_index, "--corpus", str(bad),
-                 "--index-dir", str(tmp_path / "idx")])
+    code = main(
+        [
+            "index",
+            "--backend",
+            "elasticsearch",
+            "--es-index",
+            es_index,
+            "--corpus",
+            str(bad),
+            "--index-dir",
+            str(tmp_path / "idx"),
+        ]
+    )
     cap = capsys.readouterr()
     assert code == 2
     assert "paragraphs read 21" in cap.out and "in index 20" in cap.out
@@ -376,8 +415,19 @@ def test_rejected_paragraphs_are_counted_and_fail_the_cli(es_index, small_corpus
     m = read_manifest(tmp_path / "idx")
     assert m["es_item_errors"] == 1 and m["paragraph_count"] == 20
     # the same command again must not call the failed build "already built"
-    code = main(["index", "--backend", "elasticsearch", "--es-index", es_index, "--corpus", str(bad),
-                 "--index-dir", str(tmp_path / "idx")])
+    code = main(
+        [
+            "index",
+            "--backend",
+            "elasticsearch",
+            "--es-index",
+            es_index,
+            "--corpus",
+            str(bad),
+            "--index-dir",
+            str(tmp_path / "idx"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "already built" not in err
     assert "1 paragraphs were rejected" in err and "--fresh" in err and err.count("\n") == 1
@@ -392,8 +442,22 @@ def test_an_evidence_id_twice_in_the_input_keeps_one_copy_and_is_counted(es_inde
     dups = tmp_path / "dups.jsonl"
     dups.write_text("\n".join(lines) + "\n", encoding="utf-8")
     d = tmp_path / "idx"
-    assert main(["index", "--backend", "elasticsearch", "--es-index", es_index, "--corpus", str(dups),
-                 "--index-dir", str(d)]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "--backend",
+                "elasticsearch",
+                "--es-index",
+                es_index,
+                "--corpus",
+                str(dups),
+                "--index-dir",
+                str(d),
+            ]
+        )
+        == 0
+    )
     cap = capsys.readouterr()
     assert "paragraphs read 31, indexed 31, skipped (malformed) 0, in index 30, duplicates replaced 1" in cap.out
     assert "1 paragraphs had an evidence ID seen before" in cap.err
@@ -416,8 +480,20 @@ def test_fresh_never_deletes_an_index_sqa_did_not_create(es_env, tmp_path, capsy
         es.indices.create(index=name, mappings={"properties": {"invoice": {"type": "keyword"}}})
         es.index(index=name, id="1", document={"invoice": "A-17"}, refresh=True)
         for extra in (["--fresh"], []):
-            code = main(["index", "--corpus", "strategyqa", "--backend", "elasticsearch", "--es-index", name,
-                         "--index-dir", str(tmp_path / "idx"), *extra])
+            code = main(
+                [
+                    "index",
+                    "--corpus",
+                    "strategyqa",
+                    "--backend",
+                    "elasticsearch",
+                    "--es-index",
+                    name,
+                    "--index-dir",
+                    str(tmp_path / "idx"),
+                    *extra,
+                ]
+            )
             err = capsys.readouterr().err
             assert code == 2 and f"'{name}' was not created by sqa" in err and err.count("\n") == 1
         assert es.count(index=name)["count"] == 1 and es.get(index=name, id="1")["_source"] == {"invoice": "A-17"}
@@ -438,8 +514,19 @@ def test_sqa_index_killed_with_sigkill_resumes_to_the_exact_count(es_index, tmp_
     """``sqa index --backend elasticsearch`` on the 9,251 gold paragraphs, checkpoints every 2,000:
     kill -9 once the first checkpoint exists, re-run to the end, count = 9,251."""
     d = tmp_path / "idx"
-    argv = CLI + ["index", "--corpus", "strategyqa", "--backend", "elasticsearch", "--es-index", es_index,
-                  "--index-dir", str(d), "--commit-every", "2000"]
+    argv = CLI + [
+        "index",
+        "--corpus",
+        "strategyqa",
+        "--backend",
+        "elasticsearch",
+        "--es-index",
+        es_index,
+        "--index-dir",
+        str(d),
+        "--commit-every",
+        "2000",
+    ]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     t0 = time.monotonic()
     while not (d / CHECKPOINT).exists():

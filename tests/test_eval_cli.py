@@ -80,8 +80,21 @@ def scripted(monkeypatch):
 
 def test_eval_through_the_real_reasoner_resume_and_score(tmp_path, gold_index, scripted, capsys):
     out = tmp_path / "run"
-    args = ["eval", "--split", "dev", "--limit", "3", "--out", str(out), "--index-dir", str(gold_index.index_dir),
-            "--batch-size", "2", "--reader", "steps"]
+    args = [
+        "eval",
+        "--split",
+        "dev",
+        "--limit",
+        "3",
+        "--out",
+        str(out),
+        "--index-dir",
+        str(gold_index.index_dir),
+        "--batch-size",
+        "2",
+        "--reader",
+        "steps",
+    ]
     assert main(args) == 0
     stdout = capsys.readouterr().out
     assert "complete: 3/3 questions (3 new)" in stdout
@@ -130,7 +143,9 @@ def test_cli_ctrl_c_exits_130_with_outputs(tmp_path):
         f"sys.exit(main(['eval', '--split', 'dev', '--reader', 'steps', '--out', {str(out)!r}, '--index-dir', {str(tmp_path)!r}]))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     t0 = time.time()
     while not ((out / "traces.jsonl").exists() and (out / "traces.jsonl").read_bytes().count(b"\n") >= 5):
         assert proc.poll() is None, proc.communicate()
@@ -155,8 +170,26 @@ def test_eval_real_model_two_dev_questions(tmp_path, gold_index, capsys):
     except SqaError as e:
         pytest.skip(f"0.5B model not available: {e}")
     out = tmp_path / "run"
-    assert main(["eval", "--split", "dev", "--limit", "2", "--out", str(out), "--model", "qwen2.5-coder-0.5b",
-                 "--index-dir", str(gold_index.index_dir), "--reader", "steps"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--split",
+                "dev",
+                "--limit",
+                "2",
+                "--out",
+                str(out),
+                "--model",
+                "qwen2.5-coder-0.5b",
+                "--index-dir",
+                str(gold_index.index_dir),
+                "--reader",
+                "steps",
+            ]
+        )
+        == 0
+    )
     preds = load_predictions(out / "predictions.json")
     assert list(preds) == [q.qid for q in load_questions("dev")[:2]]
     for p in preds.values():

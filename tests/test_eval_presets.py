@@ -77,10 +77,31 @@ def test_shared_readings_reads_each_prompt_once():
 def test_two_presets_on_the_same_questions_share_the_plain_reading(tmp_path, gold_index):
     pytest.importorskip("scipy", reason="scipy (the models extra) runs the closing comparison's McNemar test")
     out, reads = tmp_path / "matrix", tmp_path / "reads.json"
-    args = [sys.executable, "-c", COUNTING, "eval", "--preset", "facts,no-retrieval", "--split", "dev", "--limit", "10",
-            "--model", "fake-states", "--index-dir", str(gold_index.index_dir), "--out", str(out)]
-    env = {**os.environ, "SQA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO), "READS_FILE": str(reads),
-           "COLUMNS": "200"}
+    args = [
+        sys.executable,
+        "-c",
+        COUNTING,
+        "eval",
+        "--preset",
+        "facts,no-retrieval",
+        "--split",
+        "dev",
+        "--limit",
+        "10",
+        "--model",
+        "fake-states",
+        "--index-dir",
+        str(gold_index.index_dir),
+        "--out",
+        str(out),
+    ]
+    env = {
+        **os.environ,
+        "SQA_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(REPO),
+        "READS_FILE": str(reads),
+        "COLUMNS": "200",
+    }
     r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert r.returncode == 0, r.stderr
     counts = json.loads(reads.read_text())
@@ -105,4 +126,6 @@ def test_two_presets_on_the_same_questions_share_the_plain_reading(tmp_path, gol
 def test_options_of_one_reader_are_refused_with_several_presets(tmp_path):
     line = one_error_line(run_sqa(["eval", "--preset", "facts,steps", "--no-retrieval", "--out", tmp_path / "x"]))
     assert "--retrieval/--no-retrieval picks one reader's setting" in line
-    assert "unknown preset 'nope'" in one_error_line(run_sqa(["eval", "--preset", "facts,nope", "--out", tmp_path / "x"]))
+    assert "unknown preset 'nope'" in one_error_line(
+        run_sqa(["eval", "--preset", "facts,nope", "--out", tmp_path / "x"])
+    )

@@ -17,8 +17,7 @@ import pytest
 from helpers import FakeReader, fake_p_yes
 from sqa.eval.leaderboard import load_predictions
 from sqa.eval.metrics import recall_at_k
-from sqa.eval.runner import (EvalOptions, TraceLog, fold_of, plan_fewshot, read_traces, run_eval,
-                             select_questions)
+from sqa.eval.runner import EvalOptions, TraceLog, fold_of, plan_fewshot, read_traces, run_eval, select_questions
 from sqa.strategyqa import load_questions
 from sqa.types import SqaError
 
@@ -69,9 +68,9 @@ def test_train_cross_fitting_never_uses_a_question_as_its_own_example():
 
 
 def test_dev_test_use_train_2061_and_train_2061_is_cross_fitted_within_itself():
-    (pool, qs), = plan_fewshot("dev", load_questions("dev"))
+    ((pool, qs),) = plan_fewshot("dev", load_questions("dev"))
     assert pool.name == "train-2061" and len(pool.questions) == 2061 and len(qs) == 229
-    (pool, qs), = plan_fewshot("test", load_questions("test"))
+    ((pool, qs),) = plan_fewshot("test", load_questions("test"))
     assert pool.name == "train-2061" and len(qs) == 490
     t2061 = load_questions("train-2061")
     dev_ids = {q.qid for q in load_questions("dev")}
@@ -270,8 +269,13 @@ def test_ctrl_c_while_a_line_is_written_keeps_that_line(tmp_path, monkeypatch, p
 
 def _start(out: Path, limit: int, delay: float) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, str(TESTS / "helpers.py"), str(out), "dev", str(limit), str(delay), "4"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(TESTS / "helpers.py"), str(out), "dev", str(limit), str(delay), "4"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -319,9 +323,15 @@ def test_ctrl_c_saves_finished_work_and_resume_completes(tmp_path):
     assert len({t["qid"] for t in _lines(tmp_path / "traces.jsonl")}) == len(_lines(tmp_path / "traces.jsonl")) == 60
 
 
-INDEX = {"schema": 1, "backend": "embedded", "corpus": "preset:mini", "paragraph_count": 159930,
-         "analyzer": "tantivy en: simple tokenizer, remove_long(40), lowercase, english stopwords, english stemmer",
-         "bm25": {"k1": 1.2, "b": 0.75}, "schema_version": 2}
+INDEX = {
+    "schema": 1,
+    "backend": "embedded",
+    "corpus": "preset:mini",
+    "paragraph_count": 159930,
+    "analyzer": "tantivy en: simple tokenizer, remove_long(40), lowercase, english stopwords, english stemmer",
+    "bm25": {"k1": 1.2, "b": 0.75},
+    "schema_version": 2,
+}
 
 
 def test_run_recorded_before_an_identity_key_existed_still_resumes(tmp_path):
@@ -348,12 +358,30 @@ def test_format_1_run_json_with_an_index_path_resumes_on_an_index_of_the_same_id
     recorded with a decision the steps reader no longer has is refused, not mixed."""
     from sqa.eval.runner import check_run_file
 
-    old = {"split": "dev", "model": "m", "decomposition": "predicted", "k": 10, "index_dir": "/elsewhere/indexes/mini",
-           "backend": "embedded", "folds": 5, "retrieval": True, "decision": "transcript+direct+plain",
-           "index_paragraphs": 159930}
-    run = {"format": 1, "identity": old, "options": {**old, "limit": None, "batch_size": 4, "signals": ["compact"]},
-           "index": {"index_dir": "/elsewhere/indexes/mini", "backend": "embedded", "paragraph_count": 159930,
-                     "preset": "mini", "built_at": "x"}}
+    old = {
+        "split": "dev",
+        "model": "m",
+        "decomposition": "predicted",
+        "k": 10,
+        "index_dir": "/elsewhere/indexes/mini",
+        "backend": "embedded",
+        "folds": 5,
+        "retrieval": True,
+        "decision": "transcript+direct+plain",
+        "index_paragraphs": 159930,
+    }
+    run = {
+        "format": 1,
+        "identity": old,
+        "options": {**old, "limit": None, "batch_size": 4, "signals": ["compact"]},
+        "index": {
+            "index_dir": "/elsewhere/indexes/mini",
+            "backend": "embedded",
+            "paragraph_count": 159930,
+            "preset": "mini",
+            "built_at": "x",
+        },
+    }
     (tmp_path / "run.json").write_text(json.dumps(run))
     (tmp_path / "traces.jsonl").write_text('{"qid": "x"}\n')
     opts = EvalOptions(split="dev", model="m", decomposition="predicted", batch_size=4)
@@ -371,8 +399,9 @@ def test_signal_accuracy_scores_each_recorded_reading_against_gold():
     from sqa.eval.runner import signal_accuracy
 
     qs = select_questions("dev", 6)
-    rows = [{"correct": True, "gold": q.answer,
-             "signals": {"plain": 0.9 if q.answer else 0.1, "direct": 0.7}} for q in qs]
+    rows = [
+        {"correct": True, "gold": q.answer, "signals": {"plain": 0.9 if q.answer else 0.1, "direct": 0.7}} for q in qs
+    ]
     acc = signal_accuracy(rows)
     yes = sum(q.answer for q in qs) / len(qs)
     assert acc["plain"] == {"n": 6, "Accuracy": 1.0, "mean_p_yes": pytest.approx(0.1 + 0.8 * yes)}

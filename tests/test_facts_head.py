@@ -11,8 +11,17 @@ import pytest
 from sqa.facts.features import FactSelector, FactSettings, extract, read_done
 from sqa.facts.sources import AnnotatedFacts, Fact, rank_sentences
 from sqa.text import split_sentences
-from sqa.facts.prompt import (QuestionFeatures, decode_state, demo_qids, encode_state, facts_prefix,
-                                     facts_prompts, fixed_demos, interleave, plain_prompt)
+from sqa.facts.prompt import (
+    QuestionFeatures,
+    decode_state,
+    demo_qids,
+    encode_state,
+    facts_prefix,
+    facts_prompts,
+    fixed_demos,
+    interleave,
+    plain_prompt,
+)
 from sqa.facts.head import AnswerHead, FeatureSpec, accuracy_interval, feature_vector, paired_difference
 from sqa.strategyqa import load_questions
 from sqa.models.base import ModelBase
@@ -28,9 +37,10 @@ def test_annotated_facts_never_show_the_question_its_own_facts(train):
     facts = AnnotatedFacts(train)
     q = next(q for q in train if len(q.facts) >= 2)
     # the question's own wording finds its own facts first when they are not excluded ...
-    assert any(f.ref == q.qid for f in facts.select(q.question, 3, exclude_qids=()) ) is False  # same text excluded
-    other = AnnotatedFacts([x for x in train if x.qid != q.qid] + [type(q)(qid="copy", question=q.question + " really",
-                                                                              facts=q.facts)])
+    assert any(f.ref == q.qid for f in facts.select(q.question, 3, exclude_qids=())) is False  # same text excluded
+    other = AnnotatedFacts(
+        [x for x in train if x.qid != q.qid] + [type(q)(qid="copy", question=q.question + " really", facts=q.facts)]
+    )
     got = other.select(q.question, 5)
     assert any(f.ref == "copy" for f in got)  # ... a differently worded copy is found
     assert all(f.ref != "copy" for f in other.select(q.question, 5, exclude_qids=["copy"]))
@@ -52,7 +62,11 @@ def test_rank_sentences_picks_the_matching_sentence(gold_index):
     assert got and all(f.source == "wikipedia" and ":" in f.text for f in got)
     assert any("Aristotle" in f.text for f in got)
     assert all(f.ref in {h.evidence_id for h in hits} for f in got)
-    assert split_sentences("One sentence here. Two: 3.5 m. And a third!") == ["One sentence here.", "Two: 3.5 m.", "And a third!"]
+    assert split_sentences("One sentence here. Two: 3.5 m. And a third!") == [
+        "One sentence here.",
+        "Two: 3.5 m.",
+        "And a third!",
+    ]
 
 
 def test_fact_selector_interleaves_sources_and_oracle_shows_gold_facts(gold_index, train):
@@ -106,8 +120,9 @@ def test_fixed_demonstrations_are_balanced_train_questions_and_prompts_share_a_p
 def test_state_encoding_round_trips_and_torn_feature_lines_are_dropped(tmp_path):
     v = np.linspace(-3, 3, 1536).astype(np.float32)
     assert np.allclose(decode_state(encode_state(v)), v, atol=2e-3)
-    qf = QuestionFeatures("q1", "Q?", [Fact("a", "wikipedia", "A-1", 1.0)], ["A-1"], [3.0], {"plain": v}, {"plain": 0.5},
-                          label=True)
+    qf = QuestionFeatures(
+        "q1", "Q?", [Fact("a", "wikipedia", "A-1", 1.0)], ["A-1"], [3.0], {"plain": v}, {"plain": 0.5}, label=True
+    )
     path = tmp_path / "f.jsonl"
     path.write_text(json.dumps(qf.to_dict()) + "\n" + '{"qid": "q2", "que', encoding="utf-8")
     done = read_done(path)
@@ -128,8 +143,14 @@ def test_feature_vector_falls_back_to_the_last_readout_present():
 
 
 def test_head_save_load_predict_and_refuse_another_model(tmp_path):
-    head = AnswerHead(FeatureSpec(("plain",), ("plain",)), np.array([1.0, -2.0, 0.5], dtype=np.float32), -0.25,
-                      "qwen2.5-coder-1.5b", "ab" * 32, {"train_size": 3})
+    head = AnswerHead(
+        FeatureSpec(("plain",), ("plain",)),
+        np.array([1.0, -2.0, 0.5], dtype=np.float32),
+        -0.25,
+        "qwen2.5-coder-1.5b",
+        "ab" * 32,
+        {"train_size": 3},
+    )
     path = head.save(tmp_path / "h.json")
     back = AnswerHead.load(path)
     x = np.array([0.3, 0.1, 1.0])
@@ -210,8 +231,14 @@ def test_extract_is_resumable_and_the_facts_reasoner_answers_from_a_head(tmp_pat
     r = recs[qs[0].qid]
     assert set(r["states"]) == {"plain", "f1", "f2"} and r["label"] == qs[0].answer
     spec = FeatureSpec(("plain", "f2"), ("plain", "f2"))
-    head = AnswerHead(spec, np.zeros(2 * 896 + 2, dtype=np.float32), 0.0, "qwen2.5-coder-0.5b", None,
-                      {"facts": {"wiki": 1, "train": 1}})
+    head = AnswerHead(
+        spec,
+        np.zeros(2 * 896 + 2, dtype=np.float32),
+        0.0,
+        "qwen2.5-coder-0.5b",
+        None,
+        {"facts": {"wiki": 1, "train": 1}},
+    )
     head.coef[-1] = 1.0  # P(yes) = sigmoid(the model's own log-odds after 2 facts)
     fr = FactsReader(m, head, StepRetriever(gold_index), features_cache=path)
     res = fr.answer_batch(qs)
@@ -231,18 +258,43 @@ def test_eval_any_dataset_file_with_the_facts_reader(tmp_path, gold_index):
     from sqa.cli import main
 
     q = load_questions("dev")[0]
-    data = [{"qid": q.qid, "question": q.question, "answer": q.answer, "evidence": list(q.evidence),
-             "decomposition": list(q.decomposition)},
-            {"qid": "mine-1", "question": "Is the Eiffel Tower taller than Big Ben?"}]
+    data = [
+        {
+            "qid": q.qid,
+            "question": q.question,
+            "answer": q.answer,
+            "evidence": list(q.evidence),
+            "decomposition": list(q.decomposition),
+        },
+        {"qid": "mine-1", "question": "Is the Eiffel Tower taller than Big Ben?"},
+    ]
     path = tmp_path / "my.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    head = AnswerHead(FeatureSpec(("plain",), ("plain",)), np.zeros(897, dtype=np.float32), 0.0,
-                      "qwen2.5-coder-0.5b", None, {"facts": {"wiki": 1, "train": 1}})
+    head = AnswerHead(
+        FeatureSpec(("plain",), ("plain",)),
+        np.zeros(897, dtype=np.float32),
+        0.0,
+        "qwen2.5-coder-0.5b",
+        None,
+        {"facts": {"wiki": 1, "train": 1}},
+    )
     head.coef[-1] = 1.0
     hp = head.save(tmp_path / "h.json")
     out = tmp_path / "run"
-    args = ["eval", "--dataset", str(path), "--model", "qwen2.5-coder-0.5b", "--head", str(hp), "--out", str(out),
-            "--index-dir", str(gold_index.index_dir), "--no-retrieval"]
+    args = [
+        "eval",
+        "--dataset",
+        str(path),
+        "--model",
+        "qwen2.5-coder-0.5b",
+        "--head",
+        str(hp),
+        "--out",
+        str(out),
+        "--index-dir",
+        str(gold_index.index_dir),
+        "--no-retrieval",
+    ]
     assert main(args) == 0
     m = json.loads((out / "metrics.json").read_text())
     assert m["split"] == "custom" and m["n"] == 1 and m["n_predicted"] == 2 and m["reader"] == "facts"
@@ -268,8 +320,12 @@ class StateModel(ModelBase):
         for p in prompts:
             self.prompts.append(p)
             tail = p.rsplit("Question: ", 1)[-1]
-            out.append((np.array([tail.count("\n- "), len(p) / 1000], dtype=np.float32),
-                        1.0 if "Aristotle" in tail.split("\n", 1)[-1] else -1.0))
+            out.append(
+                (
+                    np.array([tail.count("\n- "), len(p) / 1000], dtype=np.float32),
+                    1.0 if "Aristotle" in tail.split("\n", 1)[-1] else -1.0,
+                )
+            )
         return out
 
 
@@ -278,8 +334,14 @@ def test_oracles_show_the_annotated_facts_or_the_sentences_of_the_annotated_para
     from sqa.retriever.steps import StepRetriever
 
     q = next(q for q in load_questions("dev") if q.facts and q.evidence)
-    head = AnswerHead(FeatureSpec(("f5",), ("f5",)), np.array([0.0, 0.0, 1.0], dtype=np.float32), 0.0, "states", None,
-                      {"facts": {"wiki": 3, "train": 2}})
+    head = AnswerHead(
+        FeatureSpec(("f5",), ("f5",)),
+        np.array([0.0, 0.0, 1.0], dtype=np.float32),
+        0.0,
+        "states",
+        None,
+        {"facts": {"wiki": 3, "train": 2}},
+    )
     ret = StepRetriever(gold_index)
     r = FactsReader(StateModel(), head, ret, oracle="facts", backend=gold_index).answer_batch([q])[0]
     assert [f["text"] for f in r.facts] == list(q.facts) and len(r.paragraphs) == 10
@@ -298,8 +360,9 @@ def test_oracles_show_the_annotated_facts_or_the_sentences_of_the_annotated_para
 def test_no_retrieval_head_reads_the_plain_prompt_and_reports_no_paragraphs():
     from sqa.facts.reader import FactsReader
 
-    head = AnswerHead(FeatureSpec(("plain",), ("plain",)), np.array([0.0, 0.0, -1.0], dtype=np.float32), 0.0, "states",
-                      None)
+    head = AnswerHead(
+        FeatureSpec(("plain",), ("plain",)), np.array([0.0, 0.0, -1.0], dtype=np.float32), 0.0, "states", None
+    )
     m = StateModel()
     r = FactsReader(m, head, None).answer_batch([load_questions("dev")[0]])[0]
     assert r.paragraphs == [] and r.facts == [] and len(m.prompts) == 1 and "Facts:" not in m.prompts[0]
@@ -325,8 +388,11 @@ def test_step_evidence_states_the_step_and_never_shows_the_questions_own_facts(g
         mine = step_evidence("When did Aristotle die?", r, ann, question=lords, n=5, encode=enc)
         assert len(mine) == (5 if enc else 10) and all(f.ref != lords_qid for f in mine)  # never its own facts
         assert {f.source for f in mine} <= {"wikipedia", "train-facts"}
-        assert all(f.ref in {h.evidence_id for h in r.retrieve("When did Aristotle die?", [], 10)}
-                   for f in mine if f.source == "wikipedia")
+        assert all(
+            f.ref in {h.evidence_id for h in r.retrieve("When did Aristotle die?", [], 10)}
+            for f in mine
+            if f.source == "wikipedia"
+        )
     assert step_evidence("Is #1 before #2?", r, ann, encode=encode) == []  # its evidence is earlier steps' answers
     scores = [f.score for f in step_evidence("How tall is Mount Everest?", r, ann, n=3, encode=encode)]
     assert scores == sorted(scores, reverse=True) and all(-1.0 <= s <= 1.0 for s in scores)  # cosines, best first
@@ -383,8 +449,14 @@ def test_a_head_on_step_facts_has_the_model_decompose_first_and_shows_the_steps(
     assert rec["steps"] and rec["steps"] == read_done(tmp_path / "f.jsonl")[qs[0].qid]["steps"]
     step = [f.to_dict() for f in sel.step_sentences(qs[0], rec["steps"])]
     assert step and rec["facts"][: len(step)] == step and len(rec["facts"]) == 2
-    head = AnswerHead(FeatureSpec(("plain", "f2"), ("plain", "f2")), np.zeros(2 * 896 + 2, dtype=np.float32), 0.0,
-                      "qwen2.5-coder-0.5b", None, {"facts": settings.to_dict()})
+    head = AnswerHead(
+        FeatureSpec(("plain", "f2"), ("plain", "f2")),
+        np.zeros(2 * 896 + 2, dtype=np.float32),
+        0.0,
+        "qwen2.5-coder-0.5b",
+        None,
+        {"facts": settings.to_dict()},
+    )
     head.coef[-1] = 1.0  # P(yes) = sigmoid(the model's own log-odds after 2 facts)
     res = FactsReader(m, head, StepRetriever(gold_index), prefix_cache=tmp_path).answer_batch(qs)[0]
     got = [s.question for s in res.steps]
@@ -417,11 +489,13 @@ def test_numpy_minilm_matches_sentence_transformers_and_needs_no_torch(gold_inde
     assert ours.shape == theirs.shape == (len(texts), 384)
     assert np.all(np.sum(ours * theirs, axis=1) > 0.9999)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
-    code = ("import sys; from sqa.facts.features import FactSelector, FactSettings; "
-            "from sqa.retriever.minilm import default_encoder; "
-            "FactSelector(object(), FactSettings(scorer='minilm')); default_encoder()(['Is the sun a star?']); "
-            "from sqa.retriever.steps import load_minilm; load_minilm()(['x']); load_minilm('cpu')(['y']); "
-            "assert 'torch' not in sys.modules, 'torch was imported'")
+    code = (
+        "import sys; from sqa.facts.features import FactSelector, FactSettings; "
+        "from sqa.retriever.minilm import default_encoder; "
+        "FactSelector(object(), FactSettings(scorer='minilm')); default_encoder()(['Is the sun a star?']); "
+        "from sqa.retriever.steps import load_minilm; load_minilm()(['x']); load_minilm('cpu')(['y']); "
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     with pytest.raises(SqaError, match="unknown fact scorer"):

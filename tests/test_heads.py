@@ -24,13 +24,27 @@ REPO = Path(__file__).resolve().parent.parent
 def _sqa(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "SQA_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("SQA_DEBUG", None)
-    return subprocess.run([sys.executable, "-c", FAKE_STATES_MODEL, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", FAKE_STATES_MODEL, *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _train(home: Path, out: Path, index_dir, limit: int, *extra: str) -> subprocess.CompletedProcess:
-    r = _sqa(home, "eval", "--split", "train", "--limit", str(limit), "--model", "fake-states", "--index-dir",
-             str(index_dir), "--out", str(out), *extra)
+    r = _sqa(
+        home,
+        "eval",
+        "--split",
+        "train",
+        "--limit",
+        str(limit),
+        "--model",
+        "fake-states",
+        "--index-dir",
+        str(index_dir),
+        "--out",
+        str(out),
+        *extra,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return r
 
@@ -61,8 +75,20 @@ def test_a_trial_train_run_never_takes_over_from_a_head_fitted_on_more_questions
     assert a.returncode == 0 and f"answer head {big[0].name}, fitted on {n_big} questions" in shown, a.stdout
 
     # sqa eval names the head too, on stderr and in run.json (test: questions no head was fitted on)
-    r = _sqa(home, "eval", "--split", "test", "--limit", "3", "--model", "fake-states", "--index-dir", str(idx),
-             "--out", str(tmp_path / "dev3"))
+    r = _sqa(
+        home,
+        "eval",
+        "--split",
+        "test",
+        "--limit",
+        "3",
+        "--model",
+        "fake-states",
+        "--index-dir",
+        str(idx),
+        "--out",
+        str(tmp_path / "dev3"),
+    )
     assert r.returncode == 0 and f"answer head {big[0]} (fitted on {n_big} questions)" in " ".join(r.stderr.split())
     run = json.loads((tmp_path / "dev3" / "run.json").read_text())
     assert run["answering"] == "head" and run["head"] == {"file": str(big[0]), "fitted_on": n_big}
@@ -84,8 +110,14 @@ def test_a_trial_train_run_never_takes_over_from_a_head_fitted_on_more_questions
 
 def _head(n: int, model: str = "m") -> AnswerHead:
     qids = [f"q{i}" for i in range(n)]
-    return AnswerHead(FeatureSpec((), ("plain",)), np.ones(1, dtype=np.float32), 0.0, model, None,
-                      {"kind": "plain", "fitted_qids": qids})
+    return AnswerHead(
+        FeatureSpec((), ("plain",)),
+        np.ones(1, dtype=np.float32),
+        0.0,
+        model,
+        None,
+        {"kind": "plain", "fitted_qids": qids},
+    )
 
 
 def test_the_head_fitted_on_the_most_questions_answers_and_a_damaged_one_is_named(tmp_path, monkeypatch):
@@ -94,11 +126,13 @@ def test_the_head_fitted_on_the_most_questions_answers_and_a_damaged_one_is_name
     monkeypatch.setenv("SQA_HOME", str(tmp_path))
     with pytest.raises(HeadNotFound, match="no answer head for model m"):
         choose_head("m", "plain", "sqa eval --split train --model m")
-    (p50, best), = save_heads({"plain": _head(50)}, "m", "facts-v1-k10")
+    ((p50, best),) = save_heads({"plain": _head(50)}, "m", "facts-v1-k10")
     assert best.path == p50 and best.n == 50
-    (p20, best), = save_heads({"plain": _head(20)}, "m", "facts-v1-k10")
+    ((p20, best),) = save_heads({"plain": _head(20)}, "m", "facts-v1-k10")
     assert p20 != p50 and p50.exists() and best.path == p50
     p50.write_text("{not json")
     with pytest.raises(SqaError) as e:
         choose_head("m", "plain", "")
-    assert str(p50) in str(e.value) and f"sqa heads rm {p50.name}" in str(e.value) and "--split train" not in str(e.value)
+    assert (
+        str(p50) in str(e.value) and f"sqa heads rm {p50.name}" in str(e.value) and "--split train" not in str(e.value)
+    )

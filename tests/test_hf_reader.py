@@ -13,8 +13,10 @@ pytest.importorskip("accelerate")
 
 
 def _chat(q: str) -> str:
-    return (f"<|im_start|>system\nAnswer the question with Yes or No.<|im_end|>\n"
-            f"<|im_start|>user\nQuestion: {q}<|im_end|>\n<|im_start|>assistant\nAnswer:")
+    return (
+        f"<|im_start|>system\nAnswer the question with Yes or No.<|im_end|>\n"
+        f"<|im_start|>user\nQuestion: {q}<|im_end|>\n<|im_start|>assistant\nAnswer:"
+    )
 
 
 @pytest.mark.slow
@@ -29,8 +31,9 @@ def test_hf_model_on_gguf_agrees_with_llamacpp():
     from sqa.models.chat import render_chatml
     from sqa.types import ChatPrompt
 
-    chat = ChatPrompt((("system", "Answer the question with Yes or No."), ("user", "Question: Is Paris in France?")),
-                      reply="Answer:")
+    chat = ChatPrompt(
+        (("system", "Answer the question with Yes or No."), ("user", "Question: Is Paris in France?")), reply="Answer:"
+    )
     assert hf.render(chat) == render_chatml(chat) == _chat("Is Paris in France?")
     assert hf.render("raw text stays") == "raw text stays"
     prompts = [_chat("Is Paris the capital of France?"), _chat("Is Paris the capital of Germany?")]
@@ -47,7 +50,12 @@ def test_hf_model_on_gguf_agrees_with_llamacpp():
     assert p_hf[0] > p_hf[1]
     # float32 dequantised weights vs llama.cpp's quantised kernels: close, not identical
     assert p_hf == pytest.approx(p_cpp, abs=0.05)
-    outs = hf.generate(["<|im_start|>user\nList three colours, one per line, numbered.<|im_end|>\n"
-                        "<|im_start|>assistant\n1.", "<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n"],
-                       12, stop=["\n"])
+    outs = hf.generate(
+        [
+            "<|im_start|>user\nList three colours, one per line, numbered.<|im_end|>\n<|im_start|>assistant\n1.",
+            "<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n",
+        ],
+        12,
+        stop=["\n"],
+    )
     assert len(outs) == 2 and outs[0].strip() and "\n" not in outs[0]

@@ -54,7 +54,7 @@ def test_left_padded_batches_read_like_single_prompts(tiny_dir):
     stop = g_s[2][1:3]
     cut = batched.generate(PROMPTS, 10, stop=[stop])
     for full, c in zip(g_s, cut):
-        assert c == (full[:full.index(stop)] if stop in full else full)
+        assert c == (full[: full.index(stop)] if stop in full else full)
     # no chat template in this checkpoint: a ChatPrompt is rendered as ChatML, as llama.cpp gets it
     chat = ChatPrompt((("user", "Question: Did Aristotle use a laptop?"),), reply="Answer:")
     assert batched.render(chat) == render_chatml(chat) == PROMPTS[1]
@@ -75,9 +75,16 @@ def test_cuda_bfloat16_batches_agree_with_cpu_float32(tiny_dir):
     gpu1 = HFModel(str(tiny_dir), batch_size=1)
     p_g1 = gpu1.yes_probability(PROMPTS)
     cos = [_cos(a[0], b[0]) for a, b in zip(h_g, h_c)]
-    print("\nCUDA bf16 batched minus CPU fp32 single, yes probability:", [round(a - b, 4) for a, b in zip(p_g, p_c)],
-          "log-odds:", [round(a[1] - b[1], 4) for a, b in zip(h_g, h_c)], "hidden-state cosine:",
-          [round(c, 5) for c in cos], "CUDA batched minus CUDA single:", [round(a - b, 4) for a, b in zip(p_g, p_g1)])
+    print(
+        "\nCUDA bf16 batched minus CPU fp32 single, yes probability:",
+        [round(a - b, 4) for a, b in zip(p_g, p_c)],
+        "log-odds:",
+        [round(a[1] - b[1], 4) for a, b in zip(h_g, h_c)],
+        "hidden-state cosine:",
+        [round(c, 5) for c in cos],
+        "CUDA batched minus CUDA single:",
+        [round(a - b, 4) for a, b in zip(p_g, p_g1)],
+    )
     # bfloat16 keeps 8 significant bits: on this checkpoint its reads differ from float32 by up to
     # 0.032 in probability (H200, session 24); a left-padding bug moves them by 0.2 (the CPU test)
     assert p_g == pytest.approx(p_c, abs=0.06)

@@ -89,15 +89,18 @@ def test_cli_rerun_of_a_finished_index_is_a_no_op(gold_index_dir, capsys):
     assert "already built" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["search", QUERY], "no index here"),
-    (["search", "  "], "empty query"),
-    (["search", QUERY, "-k", "0"], "-k must be at least 1"),
-    (["index", "--corpus", "bogus"], "unknown corpus 'bogus'"),
-    (["index", "--corpus", "mini", "--corpus", "x.jsonl"], "only full takes a file too"),
-    (["index", "--corpus", "/nonexistent/corpus.jsonl.gz"], "/nonexistent/corpus.jsonl.gz"),
-    (["search", QUERY, "--backend", "lucene"], "unknown backend 'lucene'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["search", QUERY], "no index here"),
+        (["search", "  "], "empty query"),
+        (["search", QUERY, "-k", "0"], "-k must be at least 1"),
+        (["index", "--corpus", "bogus"], "unknown corpus 'bogus'"),
+        (["index", "--corpus", "mini", "--corpus", "x.jsonl"], "only full takes a file too"),
+        (["index", "--corpus", "/nonexistent/corpus.jsonl.gz"], "/nonexistent/corpus.jsonl.gz"),
+        (["search", QUERY, "--backend", "lucene"], "unknown backend 'lucene'"),
+    ],
+)
 def test_cli_errors_exit_2_with_one_line(tmp_path, capsys, argv, message):
     code = main(argv + ["--index-dir", str(tmp_path / "empty")])
     err = capsys.readouterr().err
@@ -131,6 +134,7 @@ def test_malformed_lines_skipped_and_counted_or_fatal_under_strict(tmp_path, cap
 
 
 # --- resume ------------------------------------------------------------------------------------
+
 
 class CrashAfterCommit:
     """Wraps a backend; raises right after its ``crash_on``-th commit has succeeded, i.e. in the
@@ -197,8 +201,17 @@ def test_sqa_index_killed_with_sigkill_resumes_to_the_exact_count(tmp_path):
     the first checkpoint appears, then mid-window of the resumed run, then let it finish."""
     dist = distractor_file(tmp_path / "dist.jsonl.gz", 10_000)
     d = tmp_path / "idx"
-    argv = CLI + ["index", "--corpus", str(PARAGRAPHS_FILE), "--corpus", str(dist), "--index-dir", str(d),
-                  "--commit-every", "2000"]
+    argv = CLI + [
+        "index",
+        "--corpus",
+        str(PARAGRAPHS_FILE),
+        "--corpus",
+        str(dist),
+        "--index-dir",
+        str(d),
+        "--commit-every",
+        "2000",
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
     # 1) kill as soon as the first checkpoint is on disk
@@ -262,7 +275,7 @@ def test_a_fresh_build_finds_repeated_ids_without_index_lookups_and_a_resumed_on
     be = TantivyBackend(tmp_path / "idx")
     try:
         for start in range(0, 3_000, 1_000):  # three commit windows
-            be.add(paras[start:start + 1_000])
+            be.add(paras[start : start + 1_000])
             be.commit()
         assert be.count() == 3_000 and calls == []
         again = dataclasses.replace(paras[5], text="REPLACED TEXT")  # a repeat two windows later

@@ -42,6 +42,7 @@ def distinct_ids(*files) -> set[str]:
 
 # --- --fresh ------------------------------------------------------------------------------------
 
+
 def test_fresh_refuses_a_directory_that_is_not_an_index_and_deletes_nothing(tmp_path):
     home = tmp_path / "home"
     (home / "notes").mkdir(parents=True)
@@ -50,15 +51,17 @@ def test_fresh_refuses_a_directory_that_is_not_an_index_and_deletes_nothing(tmp_
     before = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
     for args, cwd, env in [
         (["--index-dir", str(home)], None, {}),
-        (["--index-dir", "."], home, {}),                       # the slip `--index-dir .`
-        (["--index-dir", "~"], None, {"HOME": str(home)}),      # the slip `--index-dir ~`
+        (["--index-dir", "."], home, {}),  # the slip `--index-dir .`
+        (["--index-dir", "~"], None, {"HOME": str(home)}),  # the slip `--index-dir ~`
     ]:
         line = one_error_line(run_sqa(["index", "--corpus", "strategyqa", "--fresh", *args], env=env, cwd=cwd))
         assert "not an sqa index" in line and "nothing was deleted" in line and "thesis.tex" in line
     assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == before
     assert (home / "thesis.tex").read_text(encoding="utf-8") == "years of work"
     # a file given as the index directory: refused, untouched
-    line = one_error_line(run_sqa(["index", "--corpus", "strategyqa", "--fresh", "--index-dir", str(home / "thesis.tex")]))
+    line = one_error_line(
+        run_sqa(["index", "--corpus", "strategyqa", "--fresh", "--index-dir", str(home / "thesis.tex")])
+    )
     assert "is a file" in line and (home / "thesis.tex").read_text(encoding="utf-8") == "years of work"
 
 
@@ -84,12 +87,22 @@ def test_fresh_rebuilds_an_index_and_keeps_files_it_did_not_create(tmp_path):
 
 # --- malformed input ------------------------------------------------------------------------------
 
+
 def test_wrong_field_types_are_skipped_and_counted_and_the_build_completes(tmp_path):
     good = real_lines(40, start=3000)
     rows = [json.loads(g) for g in good]
-    bad = [{"headers": 5}, {"section": 7}, {"section": ["a list"]}, {"headers": "abc"},
-           {"para_id": {"a": 1}}, {"para_id": 2.5}, {"para_id": False}]
-    lines = list(good[:20]) + [json.dumps({**rows[i], **b, "title": f"Nested {i}"}) for i, b in enumerate(bad)] + good[20:]
+    bad = [
+        {"headers": 5},
+        {"section": 7},
+        {"section": ["a list"]},
+        {"headers": "abc"},
+        {"para_id": {"a": 1}},
+        {"para_id": 2.5},
+        {"para_id": False},
+    ]
+    lines = (
+        list(good[:20]) + [json.dumps({**rows[i], **b, "title": f"Nested {i}"}) for i, b in enumerate(bad)] + good[20:]
+    )
     corpus = tmp_path / "types.jsonl"
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     d = tmp_path / "idx"
@@ -141,8 +154,13 @@ def test_an_unreadable_corpus_file_is_one_line(tmp_path):
     os.chmod(corpus, 0)
     argv = sqa_argv() + ["index", "--corpus", str(corpus), "--index-dir", str(tmp_path / "idx")]
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
-                           preexec_fn=_without_root_file_powers if os.geteuid() == 0 else default_sigint)
+        r = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=_without_root_file_powers if os.geteuid() == 0 else default_sigint,
+        )
     except subprocess.SubprocessError:  # the capability could not be dropped
         exe = shutil.which("unshare")
         if not exe or subprocess.run([exe, "-U", "true"], capture_output=True).returncode != 0:
@@ -169,13 +187,15 @@ def test_a_corpus_that_is_a_directory_or_empty_is_one_line(tmp_path):
 
 # --- the disk, the lock, Ctrl-C -------------------------------------------------------------------
 
+
 def _small_tmpfs_argv() -> list[str] | None:
     """``unshare`` a user + mount namespace with a 2 MiB tmpfs, if this machine allows it."""
     exe = shutil.which("unshare")
     if not exe:
         return None
-    probe = subprocess.run([exe, "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True, timeout=30)
+    probe = subprocess.run(
+        [exe, "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True, timeout=30
+    )
     return [exe, "-rm"] if probe.returncode == 0 else None
 
 
@@ -187,10 +207,12 @@ def test_a_full_disk_during_indexing_is_one_line_naming_the_index(tmp_path):
         mnt = tmp_path / "mnt"
         mnt.mkdir()
         d = mnt / "idx"
-        script = (f"mount -t tmpfs -o size=2m tmpfs {shlex.quote(str(mnt))} && exec " + " ".join(
-            shlex.quote(a) for a in sqa_argv() + ["index", "--corpus", "strategyqa", "--index-dir", str(d)]))
-        r = subprocess.run(unshare + ["sh", "-c", script], capture_output=True, text=True, timeout=300,
-                           preexec_fn=default_sigint)
+        script = f"mount -t tmpfs -o size=2m tmpfs {shlex.quote(str(mnt))} && exec " + " ".join(
+            shlex.quote(a) for a in sqa_argv() + ["index", "--corpus", "strategyqa", "--index-dir", str(d)]
+        )
+        r = subprocess.run(
+            unshare + ["sh", "-c", script], capture_output=True, text=True, timeout=300, preexec_fn=default_sigint
+        )
         want = "no space left on the device"
     else:
         import resource
@@ -201,8 +223,13 @@ def test_a_full_disk_during_indexing_is_one_line_naming_the_index(tmp_path):
             default_sigint()
             resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
-        r = subprocess.run(sqa_argv() + ["index", "--corpus", "strategyqa", "--index-dir", str(d)],
-                           capture_output=True, text=True, timeout=300, preexec_fn=limit)
+        r = subprocess.run(
+            sqa_argv() + ["index", "--corpus", "strategyqa", "--index-dir", str(d)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            preexec_fn=limit,
+        )
         want = "file-size limit"
     line = one_error_line(r)
     assert str(d) in line and want in line and "run the same command again" in line
@@ -277,8 +304,17 @@ def test_ctrl_c_at_any_moment_of_sqa_index_exits_130_and_resumes_exactly(tmp_pat
     with gzip.open(dist, "wt", encoding="utf-8") as f:
         f.write("\n".join(real_lines(20_000)) + "\n")
     d = tmp_path / "idx"
-    argv = sqa_argv() + ["index", "--corpus", str(PARAGRAPHS_FILE), "--corpus", str(dist), "--index-dir", str(d),
-                         "--commit-every", "1000"]
+    argv = sqa_argv() + [
+        "index",
+        "--corpus",
+        str(PARAGRAPHS_FILE),
+        "--corpus",
+        str(dist),
+        "--index-dir",
+        str(d),
+        "--commit-every",
+        "1000",
+    ]
     codes = []
     for delay in (0.3, 0.6, 0.9, 1.2, 1.5):
         # wait for a checkpoint written by *this* run (the previous run's file is already there):
@@ -342,8 +378,12 @@ def test_kill_9_between_commit_and_checkpoint_then_resume_with_another_commit_ev
         f.write("\n".join(real_lines(15_000, start=40_000)) + "\n")
     d = tmp_path / "idx"
     files = [str(dist), str(PARAGRAPHS_FILE)]  # the kill lands inside the first file
-    p = subprocess.run([sys.executable, "-c", _KILL_AFTER_COMMIT, str(d), "3", str(first), *files],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", _KILL_AFTER_COMMIT, str(d), "3", str(first), *files],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == -signal.SIGKILL, p.stderr
     ckpt = json.loads((d / CHECKPOINT).read_text())
     assert ckpt["indexed"] == 2 * first  # the 3rd window is committed but not checkpointed
@@ -370,16 +410,27 @@ def test_an_evidence_id_twice_in_the_input_is_indexed_once_counted_and_reported(
     lines = real_lines(3_000, start=7_000)
     rows = [json.loads(x) for x in lines]
     # 3 repeats: one in the same commit window, two in later windows (--commit-every 1000)
-    dup_rows = [{**rows[10], "para": "REPLACEMENT ONE"}, {**rows[20], "para": "REPLACEMENT TWO"},
-                {**rows[2_500], "para": "REPLACEMENT THREE"}]
-    out = lines[:500] + [json.dumps(dup_rows[0])] + lines[500:2_600] + [json.dumps(dup_rows[2])] + lines[2_600:] \
+    dup_rows = [
+        {**rows[10], "para": "REPLACEMENT ONE"},
+        {**rows[20], "para": "REPLACEMENT TWO"},
+        {**rows[2_500], "para": "REPLACEMENT THREE"},
+    ]
+    out = (
+        lines[:500]
+        + [json.dumps(dup_rows[0])]
+        + lines[500:2_600]
+        + [json.dumps(dup_rows[2])]
+        + lines[2_600:]
         + [json.dumps(dup_rows[1])]
+    )
     corpus = tmp_path / "dups.jsonl"
     corpus.write_text("\n".join(out) + "\n", encoding="utf-8")
     d = tmp_path / "idx"
     r = run_sqa(["index", "--corpus", corpus, "--index-dir", d, "--commit-every", "1000"])
     assert r.returncode == 0, r.stderr
-    assert "paragraphs read 3,003, indexed 3,003, skipped (malformed) 0, in index 3,000, duplicates replaced 3" in r.stdout
+    assert (
+        "paragraphs read 3,003, indexed 3,003, skipped (malformed) 0, in index 3,000, duplicates replaced 3" in r.stdout
+    )
     warning = [x for x in r.stderr.splitlines() if x.startswith("warning:")]
     assert len(warning) == 1 and "3 paragraphs had an evidence ID seen before" in warning[0]
     m = read_manifest(d)

@@ -21,7 +21,10 @@ TEST_Q = load_questions("test")[0]  # hidden labels
 
 def test_annotator_evidence_ignores_tags():
     assert annotator_evidence(ASL.evidence) == [
-        {"American Sign Language-40"}, {"American Sign Language-1", "American Sign Language-29"}, set()]
+        {"American Sign Language-40"},
+        {"American Sign Language-1", "American Sign Language-29"},
+        set(),
+    ]
     assert annotator_evidence(ALBANY.evidence)[1] == {"Albany, Georgia-35", "Albany, New York-2"}
 
 
@@ -93,14 +96,22 @@ def test_sari_gold_decomposition_against_itself_on_real_question():
 
 def test_leaderboard_roundtrip_and_score(tmp_path):
     preds = [
-        Prediction(ALBANY.qid, answer=False, confidence=0.9, decomposition=list(ALBANY.decomposition),
-                   paragraphs=["Albany, New York-2"]),
+        Prediction(
+            ALBANY.qid,
+            answer=False,
+            confidence=0.9,
+            decomposition=list(ALBANY.decomposition),
+            paragraphs=["Albany, New York-2"],
+        ),
         Prediction(ASL.qid, answer=False, confidence=0.6, decomposition=[], paragraphs=["American Sign Language-40"]),
     ]
     path = write_predictions(preds, tmp_path / "p.json")
     data = load_predictions(path)
-    assert data[ALBANY.qid] == {"answer": False, "decomposition": list(ALBANY.decomposition),
-                                "paragraphs": ["Albany, New York-2"]}
+    assert data[ALBANY.qid] == {
+        "answer": False,
+        "decomposition": list(ALBANY.decomposition),
+        "paragraphs": ["Albany, New York-2"],
+    }
     scores = score_predictions(data, [ALBANY, ASL])
     assert scores["Accuracy"] == 0.5  # Albany is False (right), ASL is True (wrong)
     assert scores["Recall@10"] == pytest.approx(0.75)
@@ -121,7 +132,7 @@ def test_leaderboard_only_present_keys_and_errors(tmp_path):
     with pytest.raises(SqaError, match="true or false"):
         score_predictions({ALBANY.qid: {"answer": "no"}}, [ALBANY])
     bad = tmp_path / "bad.json"
-    bad.write_text("{\"x\": ")
+    bad.write_text('{"x": ')
     with pytest.raises(SqaError, match="bad.json:1"):
         load_predictions(bad)
     with pytest.raises(SqaError, match="no labels"):

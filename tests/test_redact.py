@@ -15,8 +15,17 @@ from sqa.cli.errors import error_line, redact  # the one redaction, re-exported 
 from sqa.redact import redact_url
 from sqa.types import SqaError
 
-PASSWORDS = ["Zq9/SecretPW", "Zq9#SecretPW", "Zq9?SecretPW", "Zq9@SecretPW", "Zq9:SecretPW", "Zq9%2FSecretPW",
-             "Zq9%40Se%3Acret", "Zq9/S#e?c@r:etPW", "Zq9 SecretPW"[:3] + "SecretPW"]
+PASSWORDS = [
+    "Zq9/SecretPW",
+    "Zq9#SecretPW",
+    "Zq9?SecretPW",
+    "Zq9@SecretPW",
+    "Zq9:SecretPW",
+    "Zq9%2FSecretPW",
+    "Zq9%40Se%3Acret",
+    "Zq9/S#e?c@r:etPW",
+    "Zq9 SecretPW"[:3] + "SecretPW",
+]
 HOSTS = ["127.0.0.1:39999", "es.example.org", "[::1]:9200", "localhost:9200/prefix?x=1#frag"]
 
 
@@ -44,8 +53,10 @@ def test_redact_url_and_messages_never_show_any_part_of_the_password(pw, host, s
     assert password == unquote(pw)
 
 
-@pytest.mark.parametrize("value", ["elastic:Zq9SecretPW", "http://elastic:Zq9SecretPW", "elastic:Zq9/SecretPW",
-                                   "http://elastic:Zq9%2FSecretPW/x"])
+@pytest.mark.parametrize(
+    "value",
+    ["elastic:Zq9SecretPW", "http://elastic:Zq9SecretPW", "elastic:Zq9/SecretPW", "http://elastic:Zq9%2FSecretPW/x"],
+)
 def test_credentials_without_a_host_are_never_shown(value, monkeypatch):
     # issue 34 item 5: `SQA_ES_URL='elastic:Zq9SecretPW'` was printed whole, twice
     assert "Secret" not in redact_url(value) and redact_url(value).endswith("elastic:***")
@@ -55,8 +66,13 @@ def test_credentials_without_a_host_are_never_shown(value, monkeypatch):
 
 
 def test_host_port_and_urls_without_credentials_are_kept():
-    for u in ("http://localhost:9200", "https://es.example.org:9243/prefix", "localhost:9200", "http://[::1]:9200/x",
-              "http://host/a?b=c#d"):
+    for u in (
+        "http://localhost:9200",
+        "https://es.example.org:9243/prefix",
+        "localhost:9200",
+        "http://[::1]:9200/x",
+        "http://host/a?b=c#d",
+    ):
         assert redact_url(u) == u and redact(f"at {u}: ok") == f"at {u}: ok"
     assert redact("3 of 10 questions: 0.50 (p=0.3)") == "3 of 10 questions: 0.50 (p=0.3)"
 
@@ -73,8 +89,9 @@ class _Reject(http.server.BaseHTTPRequestHandler):
     """Answers every request 401, as Elasticsearch does for wrong credentials."""
 
     def do_GET(self):  # noqa: N802
-        body = json.dumps({"error": {"type": "security_exception", "reason": "unable to authenticate"},
-                           "status": 401}).encode()
+        body = json.dumps(
+            {"error": {"type": "security_exception", "reason": "unable to authenticate"}, "status": 401}
+        ).encode()
         self.send_response(401)
         self.send_header("Content-Type", "application/json")
         self.send_header("X-elastic-product", "Elasticsearch")
@@ -103,10 +120,11 @@ def test_cli_search_index_and_eval_never_print_the_password(tmp_path, rejecting_
     # issue 34 item 4: `the port in 'elastic:Zq9' is not a number`, and the whole password printed
     for port in (free_port(), rejecting_server):
         env = {"SQA_ES_URL": f"http://elastic:{pw}@127.0.0.1:{port}", "SQA_HOME": str(tmp_path / "home")}
-        for args in (["search", "sea", "--backend", "elasticsearch"],
-                     ["index", "--corpus", "strategyqa", "--backend", "elasticsearch"],
-                     ["eval", "--reader", "steps", "--backend", "elasticsearch", "--limit", "1", "--out",
-                      tmp_path / "run"]):
+        for args in (
+            ["search", "sea", "--backend", "elasticsearch"],
+            ["index", "--corpus", "strategyqa", "--backend", "elasticsearch"],
+            ["eval", "--reader", "steps", "--backend", "elasticsearch", "--limit", "1", "--out", tmp_path / "run"],
+        ):
             r = run_sqa(args, env=env, timeout=120)
             line = one_error_line(r)
             assert "Secret" not in r.stderr + r.stdout and "Zq9" not in r.stderr + r.stdout, line

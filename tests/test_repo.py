@@ -58,8 +58,12 @@ def _violations(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name) \
-                and node.value.id == "sys":
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "path"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
+        ):
             found.append(f"line {node.lineno}: uses sys.path (run as python -m from the repository root instead)")
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqa":
             private = [a.name for a in node.names if a.name.startswith("_")]
@@ -81,13 +85,15 @@ def test_bench_and_experiments_use_the_public_api_only():
 
 
 def test_bench_and_experiments_modules_have_docstrings():
-    missing = [str(p.relative_to(ROOT)) for p in _scripts()
-               if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
+    missing = [
+        str(p.relative_to(ROOT)) for p in _scripts() if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))
+    ]
     assert not missing, f"modules without a docstring: {missing}"
 
 
-@pytest.mark.parametrize("path", ["bench/work/out.json", "experiments/work/out.json",
-                                  "bench/results/features/top3/train-2061.jsonl.xz"])
+@pytest.mark.parametrize(
+    "path", ["bench/work/out.json", "experiments/work/out.json", "bench/results/features/top3/train-2061.jsonl.xz"]
+)
 def test_default_outputs_are_ignored(path):
     r = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT)
     if r.returncode == 128:
@@ -101,8 +107,9 @@ def test_readme_is_short():
 
 
 def test_generated_results_are_current():
-    r = subprocess.run([sys.executable, "-m", "experiments.results", "--check"], cwd=ROOT, capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "experiments.results", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr.strip() or r.stdout.strip()
 
 
@@ -125,8 +132,10 @@ def test_results_table_reads_a_presets_out_of_fold_run_when_one_is_recorded(tmp_
     assert rows["`--preset facts`"][1] == "0.664 (0.603–0.725)"  # runs/dev229-facts-h2055, n = 229
     # issue 41 item 8: the dev row says how dev was answered
     assert rows["`--preset facts`"][2] == "held-out head" and rows["`--preset steps`"][2] == "zero-shot"
-    assert res.answering({"reader": "facts", "head": "out-of-fold, 5 term-grouped folds (facts head)",
-                          "split": "dev"}) == "cross-fitted"
+    assert (
+        res.answering({"reader": "facts", "head": "out-of-fold, 5 term-grouped folds (facts head)", "split": "dev"})
+        == "cross-fitted"
+    )
     if oof_missing:
         assert rows["`--preset facts`"][3] == "—"
     run = tmp_path / "runs" / "train2290-facts-oof"

@@ -24,14 +24,20 @@ from sqa.types import Question
 RUNS = Path(__file__).resolve().parents[1] / "bench" / "results" / "runs"
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-browser = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium; "
-                                                      ".ci/run installs it)")
+browser = pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium; .ci/run installs it)"
+)
 
 
 def chromium(*args: str) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-                               *args], capture_output=True, text=True, timeout=180, check=False)
+        return subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}", *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
 
 
 class Rows(HTMLParser):
@@ -67,7 +73,7 @@ def visible(rows: Rows) -> list[str]:
 
 
 def assert_self_contained(html: str) -> None:
-    assert "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none';" in html
+    assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';' in html
     assert not re.search(r"""\b(src|href|action|srcset)\s*=\s*["']?\s*(https?:|//)""", html, re.IGNORECASE)
     assert "<link" not in html and "@import" not in html and "url(" not in html
 
@@ -88,7 +94,9 @@ def test_a_run_report_renders_failures_first_and_filters(tmp_path):
     assert set(visible(dom(page, "#filter=correct"))) == {q.qid for q in qs} - wrong
     assert visible(dom(page, f"#q={qs[3].qid}")) == [qs[3].qid]  # the search box, set from the URL
     one = min(wrong)  # filter and search together
-    assert visible(dom(page, f"#filter=incorrect&q={one}")) == [one] and not visible(dom(page, f"#filter=correct&q={one}"))
+    assert visible(dom(page, f"#filter=incorrect&q={one}")) == [one] and not visible(
+        dom(page, f"#filter=correct&q={one}")
+    )
     shot = tmp_path / "screenshot.png"
     r = chromium(f"--screenshot={shot}", "--window-size=1400,1600", page.resolve().as_uri())
     assert r.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000

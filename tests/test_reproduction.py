@@ -54,8 +54,9 @@ def test_an_old_steps_run_regenerates_its_outputs_from_its_traces(tmp_path):
     done = read_traces(out)
     questions = load_questions("dev")[:100]
     summary = finalize_run(out, opts, questions, done, index_info=run["index"], plots=False)
-    assert summary.complete and load_predictions(out / "predictions.json") == \
-        load_predictions(RUNS / "dev100-predicted-1.5b" / "predictions.json")
+    assert summary.complete and load_predictions(out / "predictions.json") == load_predictions(
+        RUNS / "dev100-predicted-1.5b" / "predictions.json"
+    )
     recorded = json.loads((RUNS / "dev100-predicted-1.5b" / "metrics.json").read_text())
     for name in ("Accuracy", "Recall@10", "SARI", "ECE", "yes_rate"):
         assert summary.metrics[name] == pytest.approx(recorded[name], abs=1e-12), name
@@ -71,8 +72,9 @@ def mini_index(tmp_path_factory):
     return d
 
 
-def test_a_recorded_run_copied_elsewhere_resumes_without_recomputing(tmp_path, mini_index, gold_index, monkeypatch,
-                                                                    capsys):
+def test_a_recorded_run_copied_elsewhere_resumes_without_recomputing(
+    tmp_path, mini_index, gold_index, monkeypatch, capsys
+):
     """dev100-of-229 (preset steps, recorded on another machine with its index in another folder):
     copied to a new folder and resumed against a mini index built in yet another folder, it is
     recognised as the same run, answers nothing anew (no model is even loaded) and regenerates the

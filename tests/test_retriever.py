@@ -32,8 +32,12 @@ def test_nltk_stopword_list():
 def test_official_cleaning_on_real_question():
     assert official_clean(ALBANY.question) == "Albany Georgia reach hundred thousand occupants one New York?"
     assert [official_clean(s) for s in ALBANY.decomposition] == [
-        "population Albany, Georgia?", "population Albany, New York?", "difference 100,000 #1?",
-        "difference 100,000 #2?", "#3 smaller #4?"]
+        "population Albany, Georgia?",
+        "population Albany, New York?",
+        "difference 100,000 #1?",
+        "difference 100,000 #2?",
+        "#3 smaller #4?",
+    ]
     # punctuation stays attached, so "it?" is not a stopword but "it" is
     assert official_clean("Is it? it is") == "it?"
 
@@ -52,23 +56,30 @@ def test_official_ir_ora_d_on_real_question(gold_index):
     hits = r.retrieve(ALBANY.question, [Step(s) for s in ALBANY.decomposition])
     assert r.last_queries[4] == "#3 smaller #4?"
     # equals pooling by hand: every step's top 10 for its cleaned query, by raw score, deduplicated
-    pool = sorted((h for s in ALBANY.decomposition for h in gold_index.search(official_clean(s), 10)),
-                  key=lambda h: -h.score)
+    pool = sorted(
+        (h for s in ALBANY.decomposition for h in gold_index.search(official_clean(s), 10)), key=lambda h: -h.score
+    )
     expected = list(dict.fromkeys(h.evidence_id for h in pool))[:10]
     assert [h.evidence_id for h in hits] == expected
     assert "Albany, Georgia-1" in expected and "Albany, New York-2" in expected
     ir_q = r.retrieve(ALBANY.question, [])
-    assert [h.evidence_id for h in ir_q] == [h.evidence_id for h in gold_index.search(official_clean(ALBANY.question), 10)]
+    assert [h.evidence_id for h in ir_q] == [
+        h.evidence_id for h in gold_index.search(official_clean(ALBANY.question), 10)
+    ]
 
 
 def test_content_words_and_reference_resolution():
     assert content_words("What's the population of Albany, Georgia?") == ["population", "Albany", "Georgia"]
     assert content_words("Is it? #1 Jay-Z's U.S. tour") == ["Jay-Z", "U.S", "tour"]
     prior = [("What is the population of Albany, Georgia?", None)]
-    assert resolve_references("What is the difference between 100,000 and #1?", prior) == \
-        "What is the difference between 100,000 and population Albany Georgia ?"
+    assert (
+        resolve_references("What is the difference between 100,000 and #1?", prior)
+        == "What is the difference between 100,000 and population Albany Georgia ?"
+    )
     # "Where" is a stopword, so the unanswered step 2 contributes nothing
-    assert resolve_references("Is #1 more than #2?", [("Who won?", "75,000"), ("Where?", None)]) == "Is 75,000 more than ?"
+    assert (
+        resolve_references("Is #1 more than #2?", [("Who won?", "75,000"), ("Where?", None)]) == "Is 75,000 more than ?"
+    )
     assert resolve_references("Is #1 big?", [("Who won?", None)], unknown="") == "Is big?"
     assert resolve_references("Is #7 big?", []) == "Is big?"
 
@@ -120,8 +131,18 @@ def test_eval_retrieval_on_gold_index(gold_index, tmp_path):
 
     # a FILE of predicted decompositions: only its questions are scored
     f = tmp_path / "pred.jsonl"
-    f.write_text(json.dumps({"qid": ALBANY.qid, "decomposition": ["What is the population of Albany, Georgia?",
-                                                                  "What is the population of Albany, New York?"]}) + "\n\n")
+    f.write_text(
+        json.dumps(
+            {
+                "qid": ALBANY.qid,
+                "decomposition": [
+                    "What is the population of Albany, Georgia?",
+                    "What is the population of Albany, New York?",
+                ],
+            }
+        )
+        + "\n\n"
+    )
     res = run_retrieval_eval(index_dir, "embedded", "dev", str(f), tmp_path / "pred.json")
     assert res["count"] == 1 and "official (IR-D)" in res["methods"]
     assert res["methods"]["official (IR-D)"]["Recall@10"] == 1.0  # both IDs of annotator 1 retrieved
@@ -137,7 +158,9 @@ def test_minilm_rerank_reorders_candidates(gold_index):
     """Opt-in reranking (numpy MiniLM on CPU, no torch): same candidates, reordered by embedding similarity."""
     step = Step("What is the population of Albany, Georgia?")
     plain = StepRetriever(gold_index, candidates=8).retrieve_step(step, [], k=8)
-    reranked = StepRetriever(gold_index, candidates=8, rerank=True, rerank_alpha=1.0, rerank_depth=8).retrieve_step(step, [], k=8)
+    reranked = StepRetriever(gold_index, candidates=8, rerank=True, rerank_alpha=1.0, rerank_depth=8).retrieve_step(
+        step, [], k=8
+    )
     assert {h.evidence_id for h in reranked} == {h.evidence_id for h in plain}
     assert [h.rank for h in reranked] == list(range(1, 9))
     assert all(a.score >= b.score for a, b in zip(reranked, reranked[1:]))  # alpha=1: ordered by cosine
@@ -148,15 +171,40 @@ def test_sqa_eval_retrieval_command(gold_index, tmp_path, capsys):
     from sqa.cli import main
 
     out = tmp_path / "q.json"
-    rc = main(["eval", "retrieval", "--split", "dev", "--decomposition", "question",
-               "--index-dir", str(gold_index.index_dir), "--out", str(out)])
+    rc = main(
+        [
+            "eval",
+            "retrieval",
+            "--split",
+            "dev",
+            "--decomposition",
+            "question",
+            "--index-dir",
+            str(gold_index.index_dir),
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "official (IR-Q)" in printed and "Recall@10" in printed
     res = json.loads(out.read_text())
     assert res["count"] == 229 and set(res["methods"]) == {"official (IR-Q)", "step"}
-    assert main(["eval", "retrieval", "--decomposition", str(tmp_path / "missing.jsonl"),
-                 "--index-dir", str(gold_index.index_dir), "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "retrieval",
+                "--decomposition",
+                str(tmp_path / "missing.jsonl"),
+                "--index-dir",
+                str(gold_index.index_dir),
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
 
 
 def test_the_step_retriever_is_named_step_and_its_old_name_still_works(gold_index):

@@ -42,6 +42,7 @@ def _openai_sdk(tmp_path, monkeypatch):
     pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     monkeypatch.setenv("SQA_HOME", str(throwaway_home(tmp_path / "sqa_home")))
 
+
 def one_error_line(r) -> str:
     """The error line of a failed run: exit 2, no traceback, the last stderr line starts with
     ``error:`` (an earlier line may be a notice: sqa eval names the answer head it uses)."""
@@ -71,6 +72,7 @@ def _all_text(paths) -> str:
 
 
 # -- a misbehaving OpenAI-compatible server (stdlib) ---------------------------------------------
+
 
 class FakeServer:
     """``/v1/models`` and ``/v1/completions`` on 127.0.0.1 in a thread. ``mode``: "ok", "no-logprobs",
@@ -104,8 +106,10 @@ class FakeServer:
             def do_GET(self):
                 outer.keys.add(self.headers.get("Authorization", ""))
                 if self.path.rstrip("/").endswith("/v1/models"):
-                    return self._send(200, {"object": "list", "data": [
-                        {"id": outer.model, "object": "model", "owned_by": "fake-engine"}]})
+                    return self._send(
+                        200,
+                        {"object": "list", "data": [{"id": outer.model, "object": "model", "owned_by": "fake-engine"}]},
+                    )
                 return self._send(404, {"error": {"message": "not found"}})
 
             def do_POST(self):
@@ -118,19 +122,31 @@ class FakeServer:
                 late = outer.completions > outer.fail_after
                 if outer.mode == "fail" and late:
                     # a careless server that echoes the request's key in its error message
-                    return self._send(500, {"error": {"message": f"model crashed ({self.headers.get('Authorization')})"}})
+                    return self._send(
+                        500, {"error": {"message": f"model crashed ({self.headers.get('Authorization')})"}}
+                    )
                 if outer.mode == "stall" and late:
                     time.sleep(outer.stall_s)
                 # a deterministic P(yes) per prompt: log-odds in [-1, 1)
                 h = int(hashlib.sha256(req.get("prompt", "").encode()).hexdigest()[:4], 16) / 65536
                 lo = 2 * h - 1
                 top = {" Yes": -0.7 + lo / 2, " No": -0.7 - lo / 2, " Maybe": -4.0}
-                logprobs = {"tokens": [" Yes"], "token_logprobs": [top[" Yes"]], "top_logprobs": [top],
-                            "text_offset": [0]} if outer.mode != "no-logprobs" and req.get("logprobs") else None
-                return self._send(200, {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": outer.model,
-                                        "choices": [{"text": " Yes", "index": 0, "logprobs": logprobs,
-                                                     "finish_reason": "length"}],
-                                        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}})
+                logprobs = (
+                    {"tokens": [" Yes"], "token_logprobs": [top[" Yes"]], "top_logprobs": [top], "text_offset": [0]}
+                    if outer.mode != "no-logprobs" and req.get("logprobs")
+                    else None
+                )
+                return self._send(
+                    200,
+                    {
+                        "id": "cmpl-1",
+                        "object": "text_completion",
+                        "created": 0,
+                        "model": outer.model,
+                        "choices": [{"text": " Yes", "index": 0, "logprobs": logprobs, "finish_reason": "length"}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+                    },
+                )
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -156,14 +172,35 @@ def log_odds_head(tmp_path):
     from sqa.facts.head import AnswerHead, FeatureSpec
 
     path = tmp_path / "head.json"
-    AnswerHead(FeatureSpec((), ("plain",), ()), np.asarray([1.0], dtype=np.float32), 0.0, "openai:fake-reader",
-               None, {"note": "test head"}).save(path)
+    AnswerHead(
+        FeatureSpec((), ("plain",), ()),
+        np.asarray([1.0], dtype=np.float32),
+        0.0,
+        "openai:fake-reader",
+        None,
+        {"note": "test head"},
+    ).save(path)
     return path
 
 
 def _eval_args(url: str, head: Path, out: Path, limit: int = 6, model: str = "openai:fake-reader") -> list:
-    return ["eval", "--preset", "no-retrieval", "--head", head, "--model", model, "--base-url", url,
-            "--split", "dev", "--limit", limit, "--out", out]
+    return [
+        "eval",
+        "--preset",
+        "no-retrieval",
+        "--head",
+        head,
+        "--model",
+        model,
+        "--base-url",
+        url,
+        "--split",
+        "dev",
+        "--limit",
+        limit,
+        "--out",
+        out,
+    ]
 
 
 def _ask_args(url: str, head: Path, model: str = "openai:fake-reader") -> list:
@@ -229,8 +266,9 @@ def test_head_that_reads_states_is_refused(fake, tmp_path):
     from sqa.facts.head import AnswerHead, FeatureSpec
 
     head = tmp_path / "states.json"
-    AnswerHead(FeatureSpec(("plain",), ("plain",), ()), np.zeros(897, dtype=np.float32), 0.0, "openai:fake-reader",
-               None, {}).save(head)
+    AnswerHead(
+        FeatureSpec(("plain",), ("plain",), ()), np.zeros(897, dtype=np.float32), 0.0, "openai:fake-reader", None, {}
+    ).save(head)
     r = run_sqa(_eval_args(fake.url, head, tmp_path / "run"), env=ENV)
     line = one_error_line(r)
     assert "reads hidden states" in line and "openai:fake-reader" in line
@@ -260,12 +298,26 @@ def test_server_lost_mid_run_resumes(fake, log_odds_head, tmp_path, mode):
 
 
 def test_base_url_needs_a_served_model(tmp_path):
-    r = run_sqa(["eval", "--preset", "steps", "--model", MODEL, "--base-url", "http://127.0.0.1:9/v1", "--limit", "1",
-                 "--out", tmp_path / "run"])
+    r = run_sqa(
+        [
+            "eval",
+            "--preset",
+            "steps",
+            "--model",
+            MODEL,
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--limit",
+            "1",
+            "--out",
+            tmp_path / "run",
+        ]
+    )
     assert "--base-url goes with a served model" in one_error_line(r)
 
 
 # -- llama.cpp's server, the packaged 0.5B model -------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
@@ -278,9 +330,29 @@ def llama_server(tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
     with open(log, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL,
-                                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", "1",
-                                 "--n_threads_batch", "2"], stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(gguf),
+                "--model_alias",
+                MODEL,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_ctx",
+                "4096",
+                "--n_threads",
+                "1",
+                "--n_threads_batch",
+                "2",
+            ],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 180
@@ -307,7 +379,10 @@ def test_ask_through_llama_server_matches_in_process(llama_server, gold_index):
     q = "Is the sun a star?"
     args = ["ask", q, "--preset", "steps", "--json", "--index-dir", gold_index.index_dir]
     local = run_sqa(args + ["--model", MODEL])
-    served = run_sqa(args + ["--model", f"openai:{MODEL}", "--base-url", llama_server], env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_TIMEOUT": "600"})
+    served = run_sqa(
+        args + ["--model", f"openai:{MODEL}", "--base-url", llama_server],
+        env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_TIMEOUT": "600"},
+    )
     assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
     a, b = json.loads(local.stdout), json.loads(served.stdout)
     assert a["answer"] == b["answer"]
@@ -324,8 +399,11 @@ def test_ask_over_chat_through_llama_server_matches_in_process(llama_server, gol
     q = "Is the sun a star?"
     args = ["ask", q, "--preset", "steps", "--json", "--index-dir", gold_index.index_dir]
     local = run_sqa(args + ["--model", MODEL])
-    served = run_sqa(args + ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--api", "chat"],
-                     env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_TIMEOUT": "600"}, timeout=900)
+    served = run_sqa(
+        args + ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--api", "chat"],
+        env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_TIMEOUT": "600"},
+        timeout=900,
+    )
     assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
     a, b = json.loads(local.stdout), json.loads(served.stdout)
     assert a["answer"] == b["answer"], (a["p_yes"], b["p_yes"])
@@ -340,8 +418,11 @@ def test_eval_dev20_through_llama_server_matches_in_process(llama_server, gold_i
     counts the read-outs; the key is in no output or file."""
     base = ["eval", "--preset", "steps", "--split", "dev", "--limit", "20", "--index-dir", gold_index.index_dir]
     local = run_sqa(base + ["--model", MODEL, "--out", tmp_path / "local"], timeout=1800)
-    served = run_sqa(base + ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--out", tmp_path / "served"],
-                     env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1", "SQA_OPENAI_TIMEOUT": "600"}, timeout=1800)
+    served = run_sqa(
+        base + ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--out", tmp_path / "served"],
+        env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1", "SQA_OPENAI_TIMEOUT": "600"},
+        timeout=1800,
+    )
     assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
 
     def traces(d):
@@ -359,15 +440,20 @@ def test_eval_dev20_through_llama_server_matches_in_process(llama_server, gold_i
     assert KEY not in served.stdout + served.stderr + _all_text([tmp_path / "served"])
 
 
-
 def test_train_run_through_llama_server_writes_log_odds_heads_that_ask_uses(llama_server, gold_index, tmp_path):
     """``sqa eval --split train --limit 30 --model openai:NAME``: the out-of-fold run through the
     served model writes log-odds-only heads (the server returns no hidden states) filed under the
     served name, and ``sqa ask --model openai:NAME`` then answers with them; the key is in no file."""
-    env = {"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1", "SQA_OPENAI_TIMEOUT": "600", "SQA_HOME": str(tmp_path / "home")}
+    env = {
+        "OPENAI_API_KEY": KEY,
+        "SQA_OPENAI_CONCURRENCY": "1",
+        "SQA_OPENAI_TIMEOUT": "600",
+        "SQA_HOME": str(tmp_path / "home"),
+    }
     served = ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--index-dir", gold_index.index_dir]
-    r = run_sqa(["eval", "--split", "train", "--limit", "30", "--out", tmp_path / "run", *served], env=env,
-                timeout=1800)
+    r = run_sqa(
+        ["eval", "--split", "train", "--limit", "30", "--out", tmp_path / "run", *served], env=env, timeout=1800
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["n"] == 30 and 0.0 <= m["Accuracy"] <= 1.0

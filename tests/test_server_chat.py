@@ -48,15 +48,36 @@ def head(tmp_path) -> Path:
     from sqa.facts.head import AnswerHead, FeatureSpec
 
     path = tmp_path / "head.json"
-    AnswerHead(FeatureSpec((), ("plain",), ()), np.asarray([1.0], dtype=np.float32), 0.0, "openai:fake-reader",
-               None, {"note": "test head"}).save(path)
+    AnswerHead(
+        FeatureSpec((), ("plain",), ()),
+        np.asarray([1.0], dtype=np.float32),
+        0.0,
+        "openai:fake-reader",
+        None,
+        {"note": "test head"},
+    ).save(path)
     return path
 
 
 def _eval(url, head, out, *extra, limit=6):
     urls = [url] if isinstance(url, str) else url
-    return ["eval", "--preset", "no-retrieval", "--head", head, "--model", "openai:fake-reader",
-            *[a for u in urls for a in ("--base-url", u)], "--split", "dev", "--limit", limit, "--out", out, *extra]
+    return [
+        "eval",
+        "--preset",
+        "no-retrieval",
+        "--head",
+        head,
+        "--model",
+        "openai:fake-reader",
+        *[a for u in urls for a in ("--base-url", u)],
+        "--split",
+        "dev",
+        "--limit",
+        limit,
+        "--out",
+        out,
+        *extra,
+    ]
 
 
 def one_error_line(r) -> str:
@@ -70,10 +91,13 @@ def one_error_line(r) -> str:
 
 
 def _texts(*roots) -> str:
-    return "\n".join(p.read_bytes().decode("utf-8", "replace") for r in roots for p in Path(r).rglob("*") if p.is_file())
+    return "\n".join(
+        p.read_bytes().decode("utf-8", "replace") for r in roots for p in Path(r).rglob("*") if p.is_file()
+    )
 
 
 # -- endpoints and read-outs -------------------------------------------------------------------------
+
 
 def test_chat_only_server_works_with_auto(standin, head, tmp_path):
     """/v1/completions answers 404 (a chat-only server): --api auto reads over chat, from the first
@@ -89,8 +113,21 @@ def test_chat_only_server_works_with_auto(standin, head, tmp_path):
     assert m["yes_no_unread"]["top_logprobs"] == 6 and m["yes_no_unread"]["missing"] == 0
     chat_bodies = [b for p, b in s.requests if p == "/v1/chat/completions" and "Question:" in json.dumps(b)]
     assert chat_bodies and all(b["logprobs"] is True and b["top_logprobs"] == 20 for b in chat_bodies)
-    a = run_sqa(["ask", "Is the sun a star?", "--no-retrieval", "--head", head, "--model", "openai:fake-reader",
-                 "--base-url", s.url, "--json"], env=ENV)
+    a = run_sqa(
+        [
+            "ask",
+            "Is the sun a star?",
+            "--no-retrieval",
+            "--head",
+            head,
+            "--model",
+            "openai:fake-reader",
+            "--base-url",
+            s.url,
+            "--json",
+        ],
+        env=ENV,
+    )
     assert a.returncode == 0, a.stderr[-2000:]
     srv = json.loads(a.stdout)["server"]
     assert srv["endpoint"] == "chat" and srv["readout"] == "top_logprobs"
@@ -110,8 +147,11 @@ def test_no_logprobs_reads_by_generation(standin, head, tmp_path):
     r = run_sqa(_eval(s.url, head, out), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     run = json.loads((out / "run.json").read_text())
-    assert run["server"]["readout"] == "generation" and run["model"]["capabilities"]["readout"] == "generation" \
-        if "capabilities" in run.get("model", {}) else run["server"]["readout"] == "generation"
+    assert (
+        run["server"]["readout"] == "generation" and run["model"]["capabilities"]["readout"] == "generation"
+        if "capabilities" in run.get("model", {})
+        else run["server"]["readout"] == "generation"
+    )
     m = json.loads((out / "metrics.json").read_text())
     assert m["yes_no_unread"]["generation"] == 6 and m["yes_no_unread"]["missing"] == 0
     # the stand-in answers " Yes" exactly where its log-odds are positive: P(yes) 1 or 0 follows it
@@ -141,8 +181,10 @@ def test_thinking_model_is_read_after_its_block(standin, tmp_path, honor):
     m.close()
 
 
-@pytest.mark.parametrize("prefill,strict,expect", [("continue", False, "continue_final_message"),
-                                                   ("always", True, "final-assistant"), ("none", True, "turns")])
+@pytest.mark.parametrize(
+    "prefill,strict,expect",
+    [("continue", False, "continue_final_message"), ("always", True, "final-assistant"), ("none", True, "turns")],
+)
 def test_steps_transcript_over_chat(standin, prefill, strict, expect):
     """A ChatPrompt's reply (the steps reader's transcript) over chat: continued as the final
     assistant message where the server can (vLLM's flag, llama-server's default), else carried as
@@ -166,6 +208,7 @@ def test_steps_transcript_over_chat(standin, prefill, strict, expect):
 
 
 # -- cache and cost -------------------------------------------------------------------------------------
+
 
 def test_rerun_into_new_out_sends_no_question_request(standin, head, tmp_path):
     """A finished served eval run again into a new --out: every question's request is answered from
@@ -232,6 +275,7 @@ def test_two_servers_share_the_work(standin, head, tmp_path):
 
 # -- issue 41: URLs, keys, bodies and values that must not stop a run or leak --------------------------
 
+
 def test_password_with_url_characters_is_sent_as_basic_auth_and_shown_nowhere(standin, head, tmp_path):
     import base64
 
@@ -292,8 +336,21 @@ def test_hung_server_is_bounded_well_under_a_minute(standin, head):
     41 s (20 s a try, 2 tries), not minutes."""
     s = standin(latency=120)
     t = time.monotonic()
-    r = run_sqa(["ask", "Is the sun a star?", "--no-retrieval", "--head", head, "--model", "openai:fake-reader",
-                 "--base-url", s.url], env={"SQA_OPENAI_CONCURRENCY": "1"}, timeout=120)
+    r = run_sqa(
+        [
+            "ask",
+            "Is the sun a star?",
+            "--no-retrieval",
+            "--head",
+            head,
+            "--model",
+            "openai:fake-reader",
+            "--base-url",
+            s.url,
+        ],
+        env={"SQA_OPENAI_CONCURRENCY": "1"},
+        timeout=120,
+    )
     took = time.monotonic() - t
     assert "did not answer within 20 s (2 tries" in one_error_line(r)
     assert took < 55, took
@@ -312,10 +369,12 @@ def test_response_cache_is_shared_by_processes(tmp_path):
     import sys
 
     path = tmp_path / "responses.sqlite"
-    code = ("import sys; from sqa.models.served_cache import ResponseCache\n"
-            "c = ResponseCache(sys.argv[1])\n"
-            "for i in range(300): c.put(f'{sys.argv[2]}-{i}', 'chat', {'i': i, 'who': sys.argv[2]})\n"
-            "sys.exit(c.errors)\n")
+    code = (
+        "import sys; from sqa.models.served_cache import ResponseCache\n"
+        "c = ResponseCache(sys.argv[1])\n"
+        "for i in range(300): c.put(f'{sys.argv[2]}-{i}', 'chat', {'i': i, 'who': sys.argv[2]})\n"
+        "sys.exit(c.errors)\n"
+    )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path), w]) for w in ("a", "b")]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     from sqa.models.served_cache import ResponseCache
@@ -325,11 +384,37 @@ def test_response_cache_is_shared_by_processes(tmp_path):
 
 
 def test_served_flags_with_a_local_model_are_one_line(tmp_path):
-    r = run_sqa(["eval", "--preset", "no-retrieval", "--model", "qwen2.5-coder-0.5b", "--api", "chat", "--limit", "1",
-                 "--out", tmp_path / "run"])
+    r = run_sqa(
+        [
+            "eval",
+            "--preset",
+            "no-retrieval",
+            "--model",
+            "qwen2.5-coder-0.5b",
+            "--api",
+            "chat",
+            "--limit",
+            "1",
+            "--out",
+            tmp_path / "run",
+        ]
+    )
     assert "--api goes with a served model" in one_error_line(r)
-    r = run_sqa(["eval", "--preset", "no-retrieval", "--model", "openai:x", "--api", "neither", "--limit", "1",
-                 "--out", tmp_path / "run"])
+    r = run_sqa(
+        [
+            "eval",
+            "--preset",
+            "no-retrieval",
+            "--model",
+            "openai:x",
+            "--api",
+            "neither",
+            "--limit",
+            "1",
+            "--out",
+            tmp_path / "run",
+        ]
+    )
     assert "--api 'neither': use one of auto, chat, completions" in one_error_line(r)
 
 

@@ -42,8 +42,11 @@ class RecordingRetriever:
 
 def _with_refs(split: str = "dev", n: int = 3) -> list[Question]:
     """Real questions whose gold decomposition uses "#k" in a step that is not an operation step."""
-    out = [q for q in load_questions(split)
-           if len(q.decomposition) >= 3 and "#1" in q.decomposition[1] and not is_operation_step(q.decomposition[1])]
+    out = [
+        q
+        for q in load_questions(split)
+        if len(q.decomposition) >= 3 and "#1" in q.decomposition[1] and not is_operation_step(q.decomposition[1])
+    ]
     return out[:n]
 
 
@@ -129,8 +132,10 @@ def test_demonstrations_come_from_train_by_similarity_never_the_question():
     # unbalanced (sqa ask --steps): the 3 nearest, where the balanced list swaps its third for a
     # question of the other answer ("Did Aristotle use a laptop?": Ivan the Terrible's calendar)
     near = sel.select("Did Aristotle use a laptop?", 3, balance=False)
-    assert [d.question for d in near][:2] == ["Was Aristotle a member of the House of Lords?",
-                                              "Can you buy a fair trade laptop?"]
+    assert [d.question for d in near][:2] == [
+        "Was Aristotle a member of the House of Lords?",
+        "Can you buy a fair trade laptop?",
+    ]
     assert not any("Ivan" in d.question for d in near)
     assert any("Ivan" in d.question for d in sel.select("Did Aristotle use a laptop?", 3))
 
@@ -159,14 +164,18 @@ def test_minilm_demonstrations_share_the_strategy_and_their_embeddings_are_cache
 
 
 def test_parse_steps_and_substitute_and_trim():
-    assert P.parse_steps("1. Who wrote Hamlet?\n2. When was #1 born?\nAnswer: Yes") == ["Who wrote Hamlet?",
-                                                                                       "When was #1 born?"]
+    assert P.parse_steps("1. Who wrote Hamlet?\n2. When was #1 born?\nAnswer: Yes") == [
+        "Who wrote Hamlet?",
+        "When was #1 born?",
+    ]
     prior = [("Who wrote Hamlet?", "Shakespeare"), ("When was #1 born?", "1564")]
     assert resolve_references("Is #2 older than #1?", prior, unknown="keep") == "Is 1564 older than Shakespeare?"
     assert resolve_references("Is #3 big?", prior[:1], unknown="keep") == "Is #3 big?"
     assert resolve_references("Where is #1's grave?", prior, unknown="keep") == "Where is Shakespeare's grave?"
-    text = ("Paris is the capital of France. It has many museums. The Seine flows through Paris and into the "
-            "English Channel at Le Havre. Many bridges cross it. " * 3)
+    text = (
+        "Paris is the capital of France. It has many museums. The Seine flows through Paris and into the "
+        "English Channel at Le Havre. Many bridges cross it. " * 3
+    )
     out = P.trim_evidence(text, "Which river flows through Paris?", max_words=25)
     assert len(out.split()) <= 26 and "Seine" in out
 
@@ -177,7 +186,7 @@ def _fake_parts(tmp_path, blobs):
         f = tmp_path / f"part{i}.bin"
         f.write_bytes(b)
         mod = types.ModuleType(f"sqa_test_part{i}")
-        mod.get_part_path = (lambda f=f: str(f))
+        mod.get_part_path = lambda f=f: str(f)
         sys.modules[mod.__name__] = mod
         names.append(mod.__name__)
     return names
@@ -193,7 +202,10 @@ def test_assemble_gguf_joins_parts_verifies_hash_and_is_atomic(tmp_path):
     bad = GgufSpec("t2", "t2.gguf", "sqa_test_part", 3, len(whole), "0" * 64, "x-part")
     with pytest.raises(SqaError, match="sha256"):
         assemble_gguf(bad, tmp_path / "cache")
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".t.gguf.verified.json", "t.gguf"]  # no partial file left
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [
+        ".t.gguf.verified.json",
+        "t.gguf",
+    ]  # no partial file left
     missing = GgufSpec("t3", "t3.gguf", "sqa_test_nonexistent_part", 2, 1, "0" * 64, "x-part")
     with pytest.raises(SqaError, match="not installed"):
         assemble_gguf(missing, tmp_path / "cache")
@@ -214,15 +226,20 @@ def small_model():
 
 
 def _chat(q: str) -> str:
-    return (f"<|im_start|>system\nAnswer the question with Yes or No.<|im_end|>\n"
-            f"<|im_start|>user\nQuestion: {q}<|im_end|>\n<|im_start|>assistant\nAnswer:")
+    return (
+        f"<|im_start|>system\nAnswer the question with Yes or No.<|im_end|>\n"
+        f"<|im_start|>user\nQuestion: {q}<|im_end|>\n<|im_start|>assistant\nAnswer:"
+    )
 
 
 @pytest.mark.slow
 def test_yes_probability_ranks_obvious_yes_above_obvious_no(small_model):
     yes_qs = ["Is Paris the capital of France?", "Is water wet?", "Do birds have feathers?"]
-    no_qs = ["Is Paris the capital of Germany?", "Can a dog fly to the Moon by flapping its ears?",
-             "Is the number 3 larger than the number 7?"]
+    no_qs = [
+        "Is Paris the capital of Germany?",
+        "Can a dog fly to the Moon by flapping its ears?",
+        "Is the number 3 larger than the number 7?",
+    ]
     py = small_model.yes_probability([_chat(q) for q in yes_qs])
     pn = small_model.yes_probability([_chat(q) for q in no_qs])
     assert all(0.0 <= p <= 1.0 for p in py + pn)
@@ -234,7 +251,7 @@ def test_yes_probability_ranks_obvious_yes_above_obvious_no(small_model):
 
 @pytest.mark.slow
 def test_generation_stops_and_prefix_cache_is_reused(small_model):
-    prompt = ("<|im_start|>user\nList three colours, one per line, numbered.<|im_end|>\n<|im_start|>assistant\n1.")
+    prompt = "<|im_start|>user\nList three colours, one per line, numbered.<|im_end|>\n<|im_start|>assistant\n1."
     before = dict(small_model.stats)
     a = small_model.generate([prompt], 30, stop=["\n"])[0]
     b = small_model.generate([prompt], 30, stop=["\n"])[0]
@@ -277,7 +294,9 @@ def test_lockstep_batches_match_one_by_one(gold_index):
     assert max(batched.calls) == 3  # all three questions' steps read in one call
     for x, y in zip(a, b):
         assert (x.qid, x.answer, x.p_yes, x.paragraphs) == (y.qid, y.answer, y.p_yes, y.paragraphs)
-        assert [(s.question, s.answer, s.evidence) for s in x.steps] == [(s.question, s.answer, s.evidence) for s in y.steps]
+        assert [(s.question, s.answer, s.evidence) for s in x.steps] == [
+            (s.question, s.answer, s.evidence) for s in y.steps
+        ]
 
 
 @pytest.mark.slow
@@ -287,29 +306,31 @@ def test_cpu_default_path_does_not_import_torch(gold_index):
     it is not (the README's install, where a bare `m in sys.modules` check could never fail)."""
     import subprocess
 
-    code = ("import sys, importlib.abc\n"
-            "HEAVY = ('torch', 'transformers', 'sentence_transformers')\n"
-            "tried = []\n"
-            "class Spy(importlib.abc.MetaPathFinder):\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name.split('.')[0] in HEAVY: tried.append(name)\n"
-            "        return None\n"
-            "sys.meta_path.insert(0, Spy())\n"
-            "from sqa.pipeline import build_reader\n"
-            "from sqa.presets import get_preset\n"
-            "from sqa.steps.reader import StepsSettings\n"
-            f"r = build_reader(get_preset('steps'), 'qwen2.5-coder-0.5b', {str(gold_index.index_dir)!r}, k=3).reader\n"
-            "r.settings = StepsSettings(max_steps=2, decompose_tokens=30)\n"
-            "res = r.answer('Is the Eiffel Tower in Paris?')\n"
-            "assert 0 <= res.p_yes <= 1\n"
-            "bad = [m for m in HEAVY if m in sys.modules]\n"
-            "assert not bad and not tried, (bad, tried)\n"
-            "try:\n"
-            "    import torch  # the control: the spy sees an attempt, installed or not\n"
-            "except ImportError:\n"
-            "    pass\n"
-            "assert tried and tried[0] == 'torch', tried\n"
-            "print('ok')\n")
+    code = (
+        "import sys, importlib.abc\n"
+        "HEAVY = ('torch', 'transformers', 'sentence_transformers')\n"
+        "tried = []\n"
+        "class Spy(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in HEAVY: tried.append(name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "from sqa.pipeline import build_reader\n"
+        "from sqa.presets import get_preset\n"
+        "from sqa.steps.reader import StepsSettings\n"
+        f"r = build_reader(get_preset('steps'), 'qwen2.5-coder-0.5b', {str(gold_index.index_dir)!r}, k=3).reader\n"
+        "r.settings = StepsSettings(max_steps=2, decompose_tokens=30)\n"
+        "res = r.answer('Is the Eiffel Tower in Paris?')\n"
+        "assert 0 <= res.p_yes <= 1\n"
+        "bad = [m for m in HEAVY if m in sys.modules]\n"
+        "assert not bad and not tried, (bad, tried)\n"
+        "try:\n"
+        "    import torch  # the control: the spy sees an attempt, installed or not\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "assert tried and tried[0] == 'torch', tried\n"
+        "print('ok')\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
 
@@ -320,9 +341,12 @@ def test_final_answer_reads_transcript_direct_and_plain_and_averages_log_odds(go
     the final answer is their log-odds mean (DECISION)."""
     q = _with_refs(n=1)[0]
     model = ScriptedModel()
-    res = StepsReader(model, BackendRetriever(gold_index), k=3).answer(q.question, qid=q.qid,
-                                                                   decomposition=list(q.decomposition))
-    assert list(res.signals) == ["transcript", "direct", "plain"] and res.decision == DECISION == "transcript+direct+plain"
+    res = StepsReader(model, BackendRetriever(gold_index), k=3).answer(
+        q.question, qid=q.qid, decomposition=list(q.decomposition)
+    )
+    assert (
+        list(res.signals) == ["transcript", "direct", "plain"] and res.decision == DECISION == "transcript+direct+plain"
+    )
     transcript, direct, plain = model.yes_prompts[-3:]
     turn = f"<|im_start|>user\nQuestion: {q.question}<|im_end|>\n<|im_start|>assistant\n"
     assert "Evidence 1 (" in transcript and "#1 = ANSWER1" in transcript
@@ -351,11 +375,16 @@ def test_operation_steps_are_computed_not_generated(gold_index):
                     out.append({1: " 1 year", 2: " 11.5 months"}[k])
             return out
 
-    steps = ["How long was the War in Vietnam (1945-46)?", "How long is the gestation period of a llama?",
-             "What is 2 times #2?", "Is #3 less than #1?"]
+    steps = [
+        "How long was the War in Vietnam (1945-46)?",
+        "How long is the gestation period of a llama?",
+        "What is 2 times #2?",
+        "Is #3 less than #1?",
+    ]
     m = Numbers(steps)
     r = StepsReader(m, BackendRetriever(gold_index), k=3).answer(
-        "Could a llama birth twice during the War in Vietnam (1945-46)?")
+        "Could a llama birth twice during the War in Vietnam (1945-46)?"
+    )
     assert [s.answer for s in r.steps] == ["1 year", "11.5 months", "23 months", "no"]
     assert [s.computed for s in r.steps] == [False, False, True, True]
     assert sum(1 for p in m.generate_prompts if p.endswith(" =")) == 2

@@ -29,19 +29,36 @@ SETTINGS = FactSettings(sentence_paragraphs=3)
 def _sqa(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "SQA_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("SQA_DEBUG", None)
-    return subprocess.run([sys.executable, "-c", FAKE_STATES_MODEL, *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", FAKE_STATES_MODEL, *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _stored(home: Path) -> list[dict]:
-    return [json.loads(x) for f in sorted((home / "features").glob("*/*/*.jsonl")) for x in f.read_text().splitlines()
-            if x.strip()]
+    return [
+        json.loads(x)
+        for f in sorted((home / "features").glob("*/*/*.jsonl"))
+        for x in f.read_text().splitlines()
+        if x.strip()
+    ]
 
 
 def _rec(qid: str, dim: int = 8, question: str | None = None) -> dict:
     v = np.arange(dim, dtype=np.float32) / dim
-    return QuestionFeatures(qid, question or f"question {qid}?", [Fact("a fact", "wikipedia", "A-1", 3.0)], ["A-1"],
-                            [5.0], {"plain": v}, {"plain": 0.1, "f1": 0.2}, label=True).to_dict()
+    return QuestionFeatures(
+        qid,
+        question or f"question {qid}?",
+        [Fact("a fact", "wikipedia", "A-1", 3.0)],
+        ["A-1"],
+        [5.0],
+        {"plain": v},
+        {"plain": 0.1, "f1": 0.2},
+        label=True,
+    ).to_dict()
 
 
 def _meta(model: str = "m", **kw) -> dict:
@@ -54,16 +71,29 @@ def test_a_dataset_question_reusing_a_qid_with_other_text_is_read_anew(tmp_path,
     with other settings (index); move the directory away"."""
     pytest.importorskip("sklearn", reason="scikit-learn (the models extra) fits the answer heads")
     home, idx = tmp_path / "home", gold_index.index_dir
-    r = _sqa(home, "eval", "--split", "train", "--limit", "12", "--model", "fake-states", "--index-dir", idx,
-             "--out", tmp_path / "train")
+    r = _sqa(
+        home,
+        "eval",
+        "--split",
+        "train",
+        "--limit",
+        "12",
+        "--model",
+        "fake-states",
+        "--index-dir",
+        idx,
+        "--out",
+        tmp_path / "train",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     before = _stored(home)
     assert len(before) == 12 and all(rec.get("made_with") for rec in before)
     head = json.loads(next((home / "heads").glob("fake-states.facts.*.json")).read_text())
     qid = head["provenance"]["fitted_qids"][0]
     ds = tmp_path / "moon.json"
-    ds.write_text(json.dumps([{"qid": qid, "question": "Is the moon made of cheese?", "answer": False,
-                               "term": "Moon"}]))
+    ds.write_text(
+        json.dumps([{"qid": qid, "question": "Is the moon made of cheese?", "answer": False, "term": "Moon"}])
+    )
     r = _sqa(home, "eval", "--dataset", ds, "--model", "fake-states", "--index-dir", idx, "--out", tmp_path / "moon")
     assert r.returncode == 0, r.stderr[-3000:]
     after = _stored(home)
@@ -73,8 +103,22 @@ def test_a_dataset_question_reusing_a_qid_with_other_text_is_read_anew(tmp_path,
     assert trace["facts"] == after[-1]["facts"] != original["facts"]
     assert json.loads((tmp_path / "moon" / "run.json").read_text())["answering"] == "cross-fitted"
 
-    line = one_error_line(_sqa(home, "eval", "--split", "train", "--limit", "12", "--model", "fake-states",
-                               "--index-dir", tmp_path / "no-index", "--out", tmp_path / "train2"))
+    line = one_error_line(
+        _sqa(
+            home,
+            "eval",
+            "--split",
+            "train",
+            "--limit",
+            "12",
+            "--model",
+            "fake-states",
+            "--index-dir",
+            tmp_path / "no-index",
+            "--out",
+            tmp_path / "train2",
+        )
+    )
     assert "no-index" in line and "other settings" not in line and "move the directory" not in line, line
 
 
@@ -82,8 +126,20 @@ def test_too_few_questions_to_cross_fit_are_refused_before_reading(tmp_path, gol
     """Item 12: 0cf7775 read the 5 questions (147 s with the 1.5B model) and then said "got 1
     questions on 1 terms"; now nothing is read and the line says how many are needed."""
     home = tmp_path / "home"
-    r = _sqa(home, "eval", "--split", "train", "--limit", "5", "--model", "fake-states", "--index-dir",
-             gold_index.index_dir, "--out", tmp_path / "run")
+    r = _sqa(
+        home,
+        "eval",
+        "--split",
+        "train",
+        "--limit",
+        "5",
+        "--model",
+        "fake-states",
+        "--index-dir",
+        gold_index.index_dir,
+        "--out",
+        tmp_path / "run",
+    )
     line = one_error_line(r)
     assert "--limit 5" in line and "or more" in line and "nothing was read" in line, line
     n = int(line.split("or more")[0].rsplit("--limit ", 1)[1])
@@ -107,13 +163,18 @@ def test_records_of_another_model_or_settings_are_refused_naming_file_line_and_f
     assert f"{path}:2: field 'made_with'" in str(e.value) and path.read_bytes() == before
     # a record without a stamp (written before issue 41) with another state width: refused as well
     path.write_bytes(before.splitlines(keepends=True)[0] + (json.dumps(_rec("q3", dim=12)) + "\n").encode())
-    with FeaturesStore(root, _meta()) as store, pytest.raises(StoreMismatch, match=r":2: field 'states' holds 12 floats"):
+    with (
+        FeaturesStore(root, _meta()) as store,
+        pytest.raises(StoreMismatch, match=r":2: field 'states' holds 12 floats"),
+    ):
         store.read()
     # a registry model's width is known: 8-float states are not the 0.5B model's 896
     with FeaturesStore(tmp_path / "s05", _meta("qwen2.5-coder-0.5b")) as store:
         store.append(_rec("q1"))
-    with FeaturesStore(tmp_path / "s05", _meta("qwen2.5-coder-0.5b")) as store, \
-            pytest.raises(StoreMismatch, match="896"):
+    with (
+        FeaturesStore(tmp_path / "s05", _meta("qwen2.5-coder-0.5b")) as store,
+        pytest.raises(StoreMismatch, match="896"),
+    ):
         store.read()
 
 
@@ -131,23 +192,55 @@ def test_import_checks_the_records_against_meta_and_names_a_damaged_xz(tmp_path,
     dump.mkdir()
     (dump / "meta.json").write_text(json.dumps(meta))
     (dump / "train-2061.jsonl").write_text(json.dumps(_rec("q1")) + "\n" + json.dumps(_rec("q2")) + "\n")
-    r = _sqa(home, "features", "import", dump / "train-2061.jsonl", "--model", "openai:ORG/NAME", "--index-dir",
-             gold_index.index_dir)
+    r = _sqa(
+        home,
+        "features",
+        "import",
+        dump / "train-2061.jsonl",
+        "--model",
+        "openai:ORG/NAME",
+        "--index-dir",
+        gold_index.index_dir,
+    )
     assert r.returncode == 0, r.stderr
     stored = home / "features" / stem / settings_key(SETTINGS)
     assert [x["qid"] for x in _stored(home)] == ["q1", "q2"] and stored.is_dir()
     # records of another store (another model's stamp) under this meta: refused, naming file:line and field
     bad = dump / "other.jsonl"
     bad.write_text(json.dumps({**_rec("q3"), "made_with": made_with(_meta("x"))}) + "\n")
-    line = one_error_line(_sqa(home, "features", "import", bad, "--meta", dump / "meta.json", "--model",
-                               "openai:ORG/NAME", "--index-dir", gold_index.index_dir))
+    line = one_error_line(
+        _sqa(
+            home,
+            "features",
+            "import",
+            bad,
+            "--meta",
+            dump / "meta.json",
+            "--model",
+            "openai:ORG/NAME",
+            "--index-dir",
+            gold_index.index_dir,
+        )
+    )
     assert f"{bad}:1: field 'made_with'" in line
     # a damaged .jsonl.xz: one line naming the file
     xz = dump / "train-2061.jsonl.xz"
     data = lzma.compress((json.dumps(_rec("q4")) + "\n").encode() * 50)
     xz.write_bytes(data[:40] + bytes(b ^ 0xFF for b in data[40:80]) + data[80:])
-    line = one_error_line(_sqa(home, "features", "import", xz, "--meta", dump / "meta.json", "--model",
-                               "openai:ORG/NAME", "--index-dir", gold_index.index_dir))
+    line = one_error_line(
+        _sqa(
+            home,
+            "features",
+            "import",
+            xz,
+            "--meta",
+            dump / "meta.json",
+            "--model",
+            "openai:ORG/NAME",
+            "--index-dir",
+            gold_index.index_dir,
+        )
+    )
     assert str(xz) in line and "not a readable .xz file" in line
     assert [x["qid"] for x in _stored(home)] == ["q1", "q2"]  # nothing lost, nothing added
 

@@ -32,8 +32,9 @@ class StateModel(ModelBase):
             self.prompts.append(p)
             tail = p.rsplit("Question: ", 1)[-1]
             lines = [x for x in tail.split("\n") if x.startswith("- ")]
-            out.append((np.array([len(lines), len(p) / 1000], dtype=np.float32),
-                        1.5 if lines and "Sun" in lines[-1] else -0.5))
+            out.append(
+                (np.array([len(lines), len(p) / 1000], dtype=np.float32), 1.5 if lines and "Sun" in lines[-1] else -0.5)
+            )
         return out
 
 
@@ -46,7 +47,9 @@ def test_without_a_head_the_facts_reader_answers_with_the_models_own_p_yes_after
     from sqa.retriever.steps import StepRetriever
 
     m = StateModel()
-    r = FactsReader(m, None, StepRetriever(gold_index)).answer_batch([Question(qid="", question="Is the sun a star?")])[0]
+    r = FactsReader(m, None, StepRetriever(gold_index)).answer_batch([Question(qid="", question="Is the sun a star?")])[
+        0
+    ]
     assert len(r.facts) == 5 and len(r.paragraphs) == 10  # 3 Wikipedia sentences + 2 train facts, top-10 evidence
     last = 1.5 if "Sun" in r.facts[-1]["text"] else -0.5
     assert r.p_yes == pytest.approx(_sig(last), abs=1e-6) and r.answer == (last > 0)
@@ -71,8 +74,11 @@ def test_no_head_is_head_not_found_and_load_head_turns_it_into_zero_shot(tmp_pat
     from sqa.pipeline import load_head
 
     monkeypatch.setenv("SQA_HOME", str(tmp_path))
-    with pytest.raises(HeadNotFound, match=r"no answer head for model my\.gguf; build its heads with "
-                                           r"`sqa eval --split train --model my\.gguf`"):
+    with pytest.raises(
+        HeadNotFound,
+        match=r"no answer head for model my\.gguf; build its heads with "
+        r"`sqa eval --split train --model my\.gguf`",
+    ):
         head_for("my.gguf", "facts")
     assert load_head("my.gguf", True, None) == (None, "zero-shot:facts")
     assert load_head("my.gguf", False, None) == (None, "zero-shot:plain")
@@ -101,8 +107,10 @@ def test_run_json_and_metrics_say_how_answers_were_made(tmp_path):
     oof = "out-of-fold, 5 term-grouped folds (facts head)"
     # dev answered with the questions a head was fitted on: cross-fitted (issue 41 item 8); train: out-of-fold
     assert opts(reader="facts", decomposition="question", head=oof).answering == "cross-fitted"
-    assert EvalOptions(split="train", model="m", reader="facts", decomposition="question",
-                       head=oof).answering == "out-of-fold"
+    assert (
+        EvalOptions(split="train", model="m", reader="facts", decomposition="question", head=oof).answering
+        == "out-of-fold"
+    )
     check_run_file(tmp_path, opts(reader="facts", decomposition="question", head="zero-shot:facts"), None)
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["answering"] == "zero-shot" and run["identity"]["head"] == "zero-shot:facts"
@@ -118,9 +126,15 @@ def test_an_explicit_head_file_that_is_missing_is_one_line(args, tmp_path, gold_
     from helpers import one_error_line, run_sqa
 
     (tmp_path / "my.gguf").write_bytes(b"")  # named, never loaded: the head is looked for first
-    line = one_error_line(run_sqa(args + ["--model", str(tmp_path / "my.gguf"), "--head", "nope.json", "--index-dir",
-                                          str(gold_index.index_dir)], env={"SQA_HOME": str(tmp_path)}, timeout=120,
-                                  cwd=tmp_path))
+    line = one_error_line(
+        run_sqa(
+            args
+            + ["--model", str(tmp_path / "my.gguf"), "--head", "nope.json", "--index-dir", str(gold_index.index_dir)],
+            env={"SQA_HOME": str(tmp_path)},
+            timeout=120,
+            cwd=tmp_path,
+        )
+    )
     assert line == "error: nope.json: answer head file not found"
 
 
@@ -149,14 +163,21 @@ def test_from_an_empty_home_the_small_model_answers_and_scores_with_no_head(tmp_
     ans = json.loads(r.stdout)
     assert ans["calibrated"] is False and "head" not in ans and 0.0 < ans["p_yes"] < 1.0
     assert ans["answer"] == (ans["p_yes"] >= 0.5) and len(ans["facts"]) == 5
-    r = run_sqa(["ask", *common, "--no-retrieval", "Is the sun a star?"], env={**env, "COLUMNS": "300"}, timeout=600,
-                cwd=tmp_path)
+    r = run_sqa(
+        ["ask", *common, "--no-retrieval", "Is the sun a star?"],
+        env={**env, "COLUMNS": "300"},
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
-    assert ("(the model's own, uncalibrated: no answer head for qwen2.5-coder-0.5b; `sqa eval --split train "
-            "--model qwen2.5-coder-0.5b` fits one)") in r.stdout
+    assert (
+        "(the model's own, uncalibrated: no answer head for qwen2.5-coder-0.5b; `sqa eval --split train "
+        "--model qwen2.5-coder-0.5b` fits one)"
+    ) in r.stdout
     out = tmp_path / "run"
-    r = run_sqa(["eval", "--split", "dev", "--limit", "5", *common, "--out", str(out)], env=env, timeout=900,
-                cwd=tmp_path)
+    r = run_sqa(
+        ["eval", "--split", "dev", "--limit", "5", *common, "--out", str(out)], env=env, timeout=900, cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "zero-shot: the model's own P(yes), uncalibrated" in " ".join(r.stdout.split())
     assert json.loads((out / "run.json").read_text())["answering"] == "zero-shot"
@@ -190,11 +211,13 @@ def test_a_served_model_answers_zero_shot_before_its_head(tmp_path):
         assert ans["calibrated"] is False and 0.0 < ans["p_yes"] < 1.0 and ans["answer"] == (ans["p_yes"] >= 0.5)
         r = run_sqa(["ask", "Is the sun a star?", *served], env={**env, "COLUMNS": "400"}, timeout=120, cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-2000:]
-        assert (f"`sqa eval --split train --model openai:fake-reader --base-url {server.url}` fits one"
-                in " ".join(r.stdout.split()))
+        assert f"`sqa eval --split train --model openai:fake-reader --base-url {server.url}` fits one" in " ".join(
+            r.stdout.split()
+        )
         out = tmp_path / "run"
-        r = run_sqa(["eval", "--split", "dev", "--limit", "4", "--out", str(out), *served], env=env, timeout=300,
-                    cwd=tmp_path)
+        r = run_sqa(
+            ["eval", "--split", "dev", "--limit", "4", "--out", str(out), *served], env=env, timeout=300, cwd=tmp_path
+        )
         assert r.returncode == 0, r.stderr[-2000:]
     finally:
         server.close()

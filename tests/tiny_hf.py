@@ -20,8 +20,7 @@ PROMPTS = [
     "<|im_start|>system\nAnswer the question with Yes or No.<|im_end|>\n"
     "<|im_start|>user\nQuestion: Is Paris the capital of France?<|im_end|>\n<|im_start|>assistant\nAnswer:",
     "<|im_start|>user\nQuestion: Did Aristotle use a laptop?<|im_end|>\n<|im_start|>assistant\nAnswer:",
-    "Facts: The laptop was invented in 1980. Aristotle died in 322 BC.\nQuestion: Did Aristotle use a laptop?\n"
-    "Answer:",
+    "Facts: The laptop was invented in 1980. Aristotle died in 322 BC.\nQuestion: Did Aristotle use a laptop?\nAnswer:",
     "Question: Is a llama's gestation period longer than a year? Facts: A llama's gestation period is 11.5 "
     "months. A year has 12 months. Steps: 1. How long is a llama's gestation period? 2. Is #1 longer than a "
     "year?\nAnswer:",
@@ -48,18 +47,32 @@ def build_tiny_checkpoint(out: Path, seed: int = 0, layers: int = 2, hidden: int
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=CHAT_SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=CHAT_SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(_corpus(), trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
-                                   additional_special_tokens=CHAT_SPECIALS[1:])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|endoftext|>", additional_special_tokens=CHAT_SPECIALS[1:]
+    )
     out.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(out)
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=len(fast), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=1024, tie_word_embeddings=True, initializer_range=0.2,
-                      eos_token_id=fast.eos_token_id, bos_token_id=fast.eos_token_id)
+    cfg = Qwen2Config(
+        vocab_size=len(fast),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        initializer_range=0.2,
+        eos_token_id=fast.eos_token_id,
+        bos_token_id=fast.eos_token_id,
+    )
     Qwen2ForCausalLM(cfg).save_pretrained(out)
     return out
 
@@ -70,7 +83,15 @@ def qwen_1_5b_config(vocab_size: int, **overrides):
     weights."""
     from transformers import Qwen2Config
 
-    shape = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-                 num_key_value_heads=2, max_position_embeddings=32768, tie_word_embeddings=True,
-                 rope_theta=1000000.0, rms_norm_eps=1e-6)
+    shape = dict(
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        max_position_embeddings=32768,
+        tie_word_embeddings=True,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+    )
     return Qwen2Config(vocab_size=vocab_size, **{**shape, **overrides})

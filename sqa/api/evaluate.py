@@ -33,8 +33,9 @@ class Questions:
     given: list[Question] | None = None
 
 
-def run_questions(split: Union[str, Path, Sequence[Question]] = "dev", limit: int | None = None,
-                  strict: bool = False) -> Questions:
+def run_questions(
+    split: Union[str, Path, Sequence[Question]] = "dev", limit: int | None = None, strict: bool = False
+) -> Questions:
     """The :class:`Questions` of ``split``: a split name (``sqa.strategyqa.SPLITS``), a question
     file (StrategyQA's format; bad entries skipped with a warning each, or raise with ``strict``)
     or a list of ``sqa.types.Question``. Raises :class:`sqa.types.BadInput`."""
@@ -47,8 +48,9 @@ def run_questions(split: Union[str, Path, Sequence[Question]] = "dev", limit: in
     if isinstance(split, (str, Path)):
         path = Path(split)
         given = load_questions(path, strict=strict)
-        return Questions(given[:limit] if limit else given, "custom", f"{path.name}:{content_digest(path)}",
-                         path.stem, given)
+        return Questions(
+            given[:limit] if limit else given, "custom", f"{path.name}:{content_digest(path)}", path.stem, given
+        )
     given = list(split)
     if not given or not all(isinstance(q, Question) for q in given):
         raise BadInput("split: a split name, a question file, or a non-empty list of sqa Question objects")
@@ -56,12 +58,23 @@ def run_questions(split: Union[str, Path, Sequence[Question]] = "dev", limit: in
     return Questions(given[:limit] if limit else given, "custom", f"questions:{ident}", "questions", given)
 
 
-def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None] = None, *,
-             out: str | Path | None = None, limit: int | None = None, protocol: str | None = None,
-             batch_size: int = 32, folds: int = 5, decomposition: str | None = None,
-             features_cache: str | Path | None = None, strict: bool = False, replace_heads: bool = False,
-             answering: str = "auto", progress: Callable | None = None,
-             on_note: Callable[[str], None] = lambda s: None) -> Run:
+def evaluate(
+    reader: "Reader",
+    split: Union[str, Path, Sequence[Question], None] = None,
+    *,
+    out: str | Path | None = None,
+    limit: int | None = None,
+    protocol: str | None = None,
+    batch_size: int = 32,
+    folds: int = 5,
+    decomposition: str | None = None,
+    features_cache: str | Path | None = None,
+    strict: bool = False,
+    replace_heads: bool = False,
+    answering: str = "auto",
+    progress: Callable | None = None,
+    on_note: Callable[[str], None] = lambda s: None,
+) -> Run:
     """Answer the questions of ``split`` with ``reader`` (an :class:`sqa.Reader`) into the run
     folder ``out`` (default ``runs/eval/<split>-<reader>-<model>``) and return the
     :class:`sqa.eval.results.Run` (``metrics``: Accuracy with its 95 % interval, Recall@10, SARI,
@@ -116,38 +129,75 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None]
 
         pool = oof_pool(model, preset.retrieval, reader.head, qs.split, qs.questions)
     if answering == "head" and pool is not None:
-        raise BadInput(f"--answering head: the {qs.split} questions are answered out-of-fold (a train split, or "
-                       "questions the model's head was fitted on), so one head's accuracy there would be in-sample")
+        raise BadInput(
+            f"--answering head: the {qs.split} questions are answered out-of-fold (a train split, or "
+            "questions the model's head was fitted on), so one head's accuracy there would be in-sample"
+        )
     if answering == "out-of-fold" and pool is None:
-        raise BadInput(f"--answering out-of-fold: the facts reader answers {qs.split} out-of-fold only on a train "
-                       "split or on questions its head was fitted on; use --answering auto or head")
+        raise BadInput(
+            f"--answering out-of-fold: the facts reader answers {qs.split} out-of-fold only on a train "
+            "split or on questions its head was fitted on; use --answering auto or head"
+        )
     if pool is not None:
         from sqa.eval.oof import OofOptions
 
         if reader.chat_template is not None:
-            raise BadInput("--chat-template: an out-of-fold run reads the facts reader's plain-text prompts, which "
-                           "no chat template renders; leave it out")
+            raise BadInput(
+                "--chat-template: an out-of-fold run reads the facts reader's plain-text prompts, which "
+                "no chat template renders; leave it out"
+            )
         if features_cache is not None:
-            raise BadInput("--features-cache goes with a run answered by one head; an out-of-fold run keeps its "
-                           "features in $SQA_HOME/features (leave --features-cache out)")
+            raise BadInput(
+                "--features-cache goes with a run answered by one head; an out-of-fold run keeps its "
+                "features in $SQA_HOME/features (leave --features-cache out)"
+            )
         from sqa.api.out_of_fold import run_out_of_fold
 
-        return run_out_of_fold(OofOptions(split=qs.split, questions=qs.questions, model=model,
-                                          index_dir=reader.index_dir, backend=reader.backend, k=reader.k,
-                                          folds=folds, retrieval=preset.retrieval, limit=limit,
-                                          out=Path(out) if out else None, pool=pool[0], settings=pool[1],
-                                          dataset=qs.dataset, preset=preset.name, stem=qs.stem,
-                                          base_url=reader.base_url, protocol=protocol,
-                                          replace_heads=replace_heads), progress)
+        return run_out_of_fold(
+            OofOptions(
+                split=qs.split,
+                questions=qs.questions,
+                model=model,
+                index_dir=reader.index_dir,
+                backend=reader.backend,
+                k=reader.k,
+                folds=folds,
+                retrieval=preset.retrieval,
+                limit=limit,
+                out=Path(out) if out else None,
+                pool=pool[0],
+                settings=pool[1],
+                dataset=qs.dataset,
+                preset=preset.name,
+                stem=qs.stem,
+                base_url=reader.base_url,
+                protocol=protocol,
+                replace_heads=replace_heads,
+            ),
+            progress,
+        )
     head_obj = head_id = None
     if preset.reader == "facts":
         head_obj, head_id = load_head(model, preset.retrieval, preset.oracle, reader.head, qs.split, qs.given)
         check_head_states(head_obj, model)
-    options = EvalOptions(split=qs.split, model=model, decomposition=decomposition, k=reader.k,
-                          backend=reader.backend, folds=folds, limit=limit, batch_size=batch_size,
-                          retrieval=preset.retrieval, reader=preset.reader, oracle=preset.oracle, head=head_id or "",
-                          dataset=qs.dataset, preset=preset.name, protocol=protocol,
-                          chat_template=reader.chat_template_id)
+    options = EvalOptions(
+        split=qs.split,
+        model=model,
+        decomposition=decomposition,
+        k=reader.k,
+        backend=reader.backend,
+        folds=folds,
+        limit=limit,
+        batch_size=batch_size,
+        retrieval=preset.retrieval,
+        reader=preset.reader,
+        oracle=preset.oracle,
+        head=head_id or "",
+        dataset=qs.dataset,
+        preset=preset.name,
+        protocol=protocol,
+        chat_template=reader.chat_template_id,
+    )
     tag = decomposition if preset.retrieval else f"{decomposition}-noretrieval"
     if preset.reader == "facts":
         tag = f"facts{'-oracle-' + preset.oracle if preset.oracle else ''}{'' if preset.retrieval else '-noretrieval'}"
@@ -161,8 +211,14 @@ def evaluate(reader: "Reader", split: Union[str, Path, Sequence[Question], None]
     check_run_file(out_dir, options, info, record)  # refuse a mismatched folder before the model loads
     if head_obj is not None:
         on_note(f"answer head {head_obj.source} (fitted on {record['head']['fitted_on']:,} questions)")
-    summary = run_eval(options, out_dir, _reader_for(reader, head_obj, features_cache), questions=qs.questions,
-                       index_info=info, on_progress=progress)
+    summary = run_eval(
+        options,
+        out_dir,
+        _reader_for(reader, head_obj, features_cache),
+        questions=qs.questions,
+        index_info=info,
+        on_progress=progress,
+    )
     return Run.from_summary(summary)
 
 
@@ -173,9 +229,17 @@ def _reader_for(reader: "Reader", head, features_cache) -> Callable:
     from sqa.pipeline import reader_factory
 
     if not reader.loaded or features_cache is not None:
-        return reader_factory(reader.preset, reader.given_model, reader.index_dir, reader.backend, reader.k,
-                              head=head, features_cache=features_cache, base_url=reader.base_url,
-                              chat_template=reader.chat_template)
+        return reader_factory(
+            reader.preset,
+            reader.given_model,
+            reader.index_dir,
+            reader.backend,
+            reader.k,
+            head=head,
+            features_cache=features_cache,
+            base_url=reader.base_url,
+            chat_template=reader.chat_template,
+        )
 
     def reader_for(pool):
         r = reader.pipeline.reader
@@ -194,4 +258,6 @@ def compare(runs: Sequence[Union[Run, str, Path]], *, seed: int | None = None, r
     from sqa.eval.compare import RESAMPLES, SEED, compare_runs
 
     paths = [r.path if isinstance(r, Run) else Path(r) for r in runs]
-    return compare_runs(paths, seed=SEED if seed is None else seed, resamples=RESAMPLES if resamples is None else resamples)
+    return compare_runs(
+        paths, seed=SEED if seed is None else seed, resamples=RESAMPLES if resamples is None else resamples
+    )

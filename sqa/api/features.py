@@ -20,8 +20,13 @@ class ImportResult:
     store: Path
 
 
-def import_features(files: Sequence[str | Path], meta: str | Path | None = None, model: str = "qwen2.5-coder-1.5b",
-                    index_dir: str | Path | None = None, backend: str = "embedded") -> ImportResult:
+def import_features(
+    files: Sequence[str | Path],
+    meta: str | Path | None = None,
+    model: str = "qwen2.5-coder-1.5b",
+    index_dir: str | Path | None = None,
+    backend: str = "embedded",
+) -> ImportResult:
     """Import features files (``.jsonl`` or ``.jsonl.xz``, one ``QuestionFeatures`` record a line)
     into ``$SQA_HOME/features/<model_stem(model)>/<settings>/`` (:class:`sqa.facts.store.FeaturesStore`)
     after checking their ``meta.json`` (``meta``; default: beside the first file: model, model
@@ -57,8 +62,9 @@ def import_features(files: Sequence[str | Path], meta: str | Path | None = None,
     info = index_info(idx, backend)
     safe = model_stem(model)
     settings = FactSettings.from_dict(m["facts"])
-    with FeaturesStore(FeaturesStore.default_root(safe, settings),
-                       store_meta(safe, model_file_sha256(model), settings, info)) as store:
+    with FeaturesStore(
+        FeaturesStore.default_root(safe, settings), store_meta(safe, model_file_sha256(model), settings, info)
+    ) as store:
         done = store.read()
         added, skipped = store.import_files(files, m, done, questions_by_id())
     return ImportResult(added, skipped, store.root)

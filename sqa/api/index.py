@@ -34,8 +34,10 @@ def corpus_files(corpus: Corpus) -> tuple[list[Path], str | None]:
     if not items:
         raise BadInput("no corpus given; use mini, strategyqa, full, or corpus file paths")
     if len(names) > 1 or (names and files and (names != ["full"] or len(files) != 1)):
-        raise BadInput(f"corpus {' '.join(map(str, items))}: give one of {', '.join(CORPORA)}, or corpus files "
-                       "(only full takes a file too: a copy of the full corpus on disk, .jsonl.gz)")
+        raise BadInput(
+            f"corpus {' '.join(map(str, items))}: give one of {', '.join(CORPORA)}, or corpus files "
+            "(only full takes a file too: a copy of the full corpus on disk, .jsonl.gz)"
+        )
     if names and not files:
         return named(names[0]), names[0]
     for f in files:
@@ -44,13 +46,24 @@ def corpus_files(corpus: Corpus) -> tuple[list[Path], str | None]:
     return files, names[0] if names else None
 
 
-def build_index_dir(files: Sequence[str | Path], index_dir: str | Path, backend: str = "embedded", *,
-                    name: str | None = None, download: bool = False, corpus_url: str | None = None,
-                    strict: bool = False, fresh: bool = False, commit_every: int | None = None,
-                    es_index: str = "sqa-paragraphs", es_workers: int = 4, progress: Callable | None = None,
-                    on_skip: Callable[[str, int, str], None] | None = None,
-                    on_note: Callable[[str], None] = lambda s: None,
-                    on_built: Callable | None = None):
+def build_index_dir(
+    files: Sequence[str | Path],
+    index_dir: str | Path,
+    backend: str = "embedded",
+    *,
+    name: str | None = None,
+    download: bool = False,
+    corpus_url: str | None = None,
+    strict: bool = False,
+    fresh: bool = False,
+    commit_every: int | None = None,
+    es_index: str = "sqa-paragraphs",
+    es_workers: int = 4,
+    progress: Callable | None = None,
+    on_skip: Callable[[str, int, str], None] | None = None,
+    on_note: Callable[[str], None] = lambda s: None,
+    on_built: Callable | None = None,
+):
     """Build (or resume building) the index of ``files`` in ``index_dir``; the driver of
     ``sqa index`` and :meth:`Index.build`. Returns the ``sqa.indexing.build.BuildReport``, or None
     when the same files are already indexed there (``on_note`` says so; ``fresh`` rebuilds).
@@ -79,28 +92,46 @@ def build_index_dir(files: Sequence[str | Path], index_dir: str | Path, backend:
                 open_index(d, backend, create=True, es_index=es_index, workers=es_workers, fresh=True).close()
             removed, kept = remove_index(d)
             if kept:
-                on_note(f"--fresh: deleted the index's {removed:,} files in {d}; kept {len(kept):,} other "
-                        f"entries (e.g. {kept[0].name})")
+                on_note(
+                    f"--fresh: deleted the index's {removed:,} files in {d}; kept {len(kept):,} other "
+                    f"entries (e.g. {kept[0].name})"
+                )
         manifest = read_manifest(d)
         resolved = [str(Path(f).expanduser().resolve()) for f in files]
-        if manifest and manifest.get("corpus_files") == resolved and manifest.get("backend") == backend \
-                and not (d / CHECKPOINT).exists():
+        if (
+            manifest
+            and manifest.get("corpus_files") == resolved
+            and manifest.get("backend") == backend
+            and not (d / CHECKPOINT).exists()
+        ):
             rejected = manifest.get("es_item_errors") or manifest.get("paragraphs_rejected") or 0
             if rejected:
                 first = "; ".join((manifest.get("es_first_errors") or [])[:1])
-                raise SqaError(f"{d}: this index was built, but {rejected:,} paragraphs were rejected by the "
-                               f"{manifest['backend']} backend (first: {first}); fix the corpus, then rebuild with "
-                               "--fresh")
-            on_note(f"index already built in {d}: {manifest['paragraph_count']:,} paragraphs "
-                    f"({manifest['backend']}); use --fresh to rebuild")
+                raise SqaError(
+                    f"{d}: this index was built, but {rejected:,} paragraphs were rejected by the "
+                    f"{manifest['backend']} backend (first: {first}); fix the corpus, then rebuild with "
+                    "--fresh"
+                )
+            on_note(
+                f"index already built in {d}: {manifest['paragraph_count']:,} paragraphs "
+                f"({manifest['backend']}); use --fresh to rebuild"
+            )
             return None
         if download:
             files = [_fetch(corpus_url, progress, on_note)]
         options = {"es_index": es_index, "workers": es_workers} if backend == "elasticsearch" else {}
         be = open_index(d, backend, create=True, **options)
         try:
-            report = build_index(files, d, be, strict=strict, commit_every=commit_every, on_progress=progress,
-                                 on_error=on_skip, preset=name)
+            report = build_index(
+                files,
+                d,
+                be,
+                strict=strict,
+                commit_every=commit_every,
+                on_progress=progress,
+                on_error=on_skip,
+                preset=name,
+            )
         finally:
             be.close()
     if on_built is not None:
@@ -108,15 +139,25 @@ def build_index_dir(files: Sequence[str | Path], index_dir: str | Path, backend:
     item_errors = be.item_errors
     if item_errors:
         first = "; ".join(getattr(be, "first_errors", [])[:3])
-        raise SqaError(f"{item_errors:,} paragraphs were rejected by the {report.backend} backend (first: {first}); "
-                       f"the index holds {report.count:,} of {report.read:,} paragraphs read (details in "
-                       f"{d / 'manifest.json'})")
+        raise SqaError(
+            f"{item_errors:,} paragraphs were rejected by the {report.backend} backend (first: {first}); "
+            f"the index holds {report.count:,} of {report.read:,} paragraphs read (details in "
+            f"{d / 'manifest.json'})"
+        )
     if report.duplicates:
-        before = (f"; the index already held {report.preexisting:,} paragraphs before this build (use --fresh to "
-                  f"rebuild from these files only)" if report.preexisting else "")
-        warnings.warn(f"{report.duplicates:,} paragraphs had an evidence ID seen before: the later copy replaced the "
-                      f"earlier one, so the index holds one copy of each ({report.count:,} paragraphs; counted as "
-                      f"duplicates_replaced in {d / 'manifest.json'}){before}", SqaWarning, stacklevel=2)
+        before = (
+            f"; the index already held {report.preexisting:,} paragraphs before this build (use --fresh to "
+            f"rebuild from these files only)"
+            if report.preexisting
+            else ""
+        )
+        warnings.warn(
+            f"{report.duplicates:,} paragraphs had an evidence ID seen before: the later copy replaced the "
+            f"earlier one, so the index holds one copy of each ({report.count:,} paragraphs; counted as "
+            f"duplicates_replaced in {d / 'manifest.json'}){before}",
+            SqaWarning,
+            stacklevel=2,
+        )
     return report
 
 
@@ -162,8 +203,16 @@ class Index:
         self._be = open_index(self.path, backend)
 
     @classmethod
-    def build(cls, corpus: Corpus = "mini", path: str | Path | None = None, *, backend: str = "embedded",
-              progress: Callable | None = None, strict: bool = False, fresh: bool = False) -> "Index":
+    def build(
+        cls,
+        corpus: Corpus = "mini",
+        path: str | Path | None = None,
+        *,
+        backend: str = "embedded",
+        progress: Callable | None = None,
+        strict: bool = False,
+        fresh: bool = False,
+    ) -> "Index":
         """Build the index of ``corpus`` in ``path`` (default ``$SQA_HOME/index``) and open it.
 
         ``corpus``: ``"mini"`` (159,930 paragraphs: a few minutes on 2 cores), ``"strategyqa"``
@@ -179,8 +228,7 @@ class Index:
         files, name = corpus_files(corpus)
         d = Path(path).expanduser() if path is not None else default_index_dir()
         download = corpus == "full"  # ["full", FILE] indexes a copy on disk
-        build_index_dir(files, d, backend, name=name, download=download,
-                        strict=strict, fresh=fresh, progress=progress)
+        build_index_dir(files, d, backend, name=name, download=download, strict=strict, fresh=fresh, progress=progress)
         return cls(d, backend)
 
     def search(self, query: str, k: int = 10) -> list[Hit]:

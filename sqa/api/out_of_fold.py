@@ -62,8 +62,9 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
     try:
         import sklearn  # noqa: F401
     except ImportError:
-        raise SqaError("an out-of-fold run fits answer heads, which needs scikit-learn: pip install 'sqa[models]'") \
-            from None
+        raise SqaError(
+            "an out-of-fold run fits answer heads, which needs scikit-learn: pip install 'sqa[models]'"
+        ) from None
     safe = model_stem(options.model)
     sha = model_file_sha256(options.model)
     pool, questions = list(options.pool), list(options.questions)
@@ -71,34 +72,57 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
         done = store.read()
         missing_pool = [q for q in pool if question_key(q) not in done]
         if missing_pool:
-            raise SqaError(f"the answer head of {safe} was fitted on {len(pool):,} questions, {len(missing_pool):,} of "
-                           f"whose features are not in {store.root}; run `sqa eval --split train --model "
-                           f"{options.model}` first")
+            raise SqaError(
+                f"the answer head of {safe} was fitted on {len(pool):,} questions, {len(missing_pool):,} of "
+                f"whose features are not in {store.root}; run `sqa eval --split train --model "
+                f"{options.model}` first"
+            )
         need = [q for q in questions if question_key(q) not in done]  # qid and text (issue 41 item 3)
         if need:
             _read_features(store, need, done, options, settings, progress, total=len(questions))
         n = len({q.qid for q in [*questions, *pool]})
-        progress(OofProgress("crossfit", message=f"cross-fitting {n:,} questions ({options.folds} term-grouped folds)…"))
-        prov = {"prompt": store.meta["prompt"], "facts": settings.to_dict(),
-                "fitted_on": options.split if not pool else "the questions of the head it replaces",
-                "index": info.get("preset"), "index_identity": store.meta["index"],
-                "features": str(Path("features") / safe / store.root.name)}
+        progress(
+            OofProgress("crossfit", message=f"cross-fitting {n:,} questions ({options.folds} term-grouped folds)…")
+        )
+        prov = {
+            "prompt": store.meta["prompt"],
+            "facts": settings.to_dict(),
+            "fitted_on": options.split if not pool else "the questions of the head it replaces",
+            "index": info.get("preset"),
+            "index_identity": store.meta["index"],
+            "features": str(Path("features") / safe / store.root.name),
+        }
         records = {q.qid: done[question_key(q)] for q in [*pool, *questions]}  # the run's own text wins
-        summary, cf = run_oof(options.eval_options(), out_dir, questions, records, pool=pool, model=safe,
-                              model_sha256=sha, provenance=prov, index_info=info, kind=options.kind,
-                              log=lambda line: progress(OofProgress("crossfit", message=line)))
+        summary, cf = run_oof(
+            options.eval_options(),
+            out_dir,
+            questions,
+            records,
+            pool=pool,
+            model=safe,
+            model_sha256=sha,
+            provenance=prov,
+            index_info=info,
+            kind=options.kind,
+            log=lambda line: progress(OofProgress("crossfit", message=line)),
+        )
     heads: dict[str, Path] = {}
     if not pool and options.write_heads:
         from sqa.facts.heads import save_heads
         from sqa.facts.store import settings_key
 
         for path, best in save_heads(cf.heads, safe, settings_key(settings), replace=options.replace_heads):
-            kind = path.name[len(safe) + 1:].split(".", 1)[0]
+            kind = path.name[len(safe) + 1 :].split(".", 1)[0]
             heads[kind] = path
             n = len(cf.heads[kind].provenance["fitted_qids"])
-            note = "it answers from now on" if best.path == path else \
-                (f"{best.name} ({'shipped, ' if best.shipped else ''}fitted on {best.n:,} questions) still answers; "
-                 + (f"--head {path} uses this one" if best.shipped else "--replace-heads makes this one answer"))
+            note = (
+                "it answers from now on"
+                if best.path == path
+                else (
+                    f"{best.name} ({'shipped, ' if best.shipped else ''}fitted on {best.n:,} questions) still answers; "
+                    + (f"--head {path} uses this one" if best.shipped else "--replace-heads makes this one answer")
+                )
+            )
             progress(OofProgress("heads", message=f"answer head fitted on {n:,} questions -> {path}; {note}"))
     return Run.from_summary(summary, heads)
 
@@ -119,13 +143,17 @@ def check_enough(options: OofOptions) -> None:
         from sqa.eval.runner import select_questions
 
         everything = select_questions(split, None)
-        need = next((n for n in range(folds, len(everything) + 1)
-                     if crossfit_shortfall(everything[:n], folds, demos) is None), None)
+        need = next(
+            (n for n in range(folds, len(everything) + 1) if crossfit_shortfall(everything[:n], folds, demos) is None),
+            None,
+        )
         if need is not None:
             hint = f"--limit {need} or more (the first {need} questions of {split} do)"
     limit = f" --limit {options.limit}" if options.limit else ""
-    raise SqaError(f"--split {split}{limit}: cross-fitting needs labelled questions of both answers on at least {folds} "
-                   f"terms ({why}, the demonstration questions left out); {hint}; nothing was read")
+    raise SqaError(
+        f"--split {split}{limit}: cross-fitting needs labelled questions of both answers on at least {folds} "
+        f"terms ({why}, the demonstration questions left out); {hint}; nothing was read"
+    )
 
 
 def _read_features(store, need, done, options: OofOptions, settings, progress: ProgressCallback, total: int) -> None:
@@ -134,28 +162,45 @@ def _read_features(store, need, done, options: OofOptions, settings, progress: P
     from sqa.facts.training import model_sha256
     from sqa.pipeline import features_reader
 
-    fr = features_reader(options.model, settings, options.index_dir, options.backend, base_url=options.base_url,
-                         on_loading=lambda m: progress(OofProgress("loading", message=f"loading {m}…")))
+    fr = features_reader(
+        options.model,
+        settings,
+        options.index_dir,
+        options.backend,
+        base_url=options.base_url,
+        on_loading=lambda m: progress(OofProgress("loading", message=f"loading {m}…")),
+    )
     try:
         sha = model_sha256(fr.model)
         if store.meta["model_sha256"] not in (None, sha):
-            raise StoreMismatch(f"{options.model}: its file's sha256 ({(sha or '?')[:12]}…) is not the one this run "
-                                "expects; re-assemble the model (delete it from $SQA_HOME/models)")
+            raise StoreMismatch(
+                f"{options.model}: its file's sha256 ({(sha or '?')[:12]}…) is not the one this run "
+                "expects; re-assemble the model (delete it from $SQA_HOME/models)"
+            )
         have = total - len(need)
         t0, n = time.perf_counter(), [0]
         progress(OofProgress("features", done=have, total=total))
 
         def tick(qf) -> None:
             n[0] += 1
-            progress(OofProgress("features", done=have + n[0], total=total,
-                                 seconds_per_question=(time.perf_counter() - t0) / n[0]))
+            progress(
+                OofProgress(
+                    "features", done=have + n[0], total=total, seconds_per_question=(time.perf_counter() - t0) / n[0]
+                )
+            )
 
         try:
             store.extract(fr.model, fr.selector, need, done, on_question=tick, decompose=fr.decompose)
         except KeyboardInterrupt:
-            progress(OofProgress("interrupted", done=have + n[0], total=total,
-                                 message=f"interrupted: the features of {have + n[0]:,} of {total:,} questions are saved "
-                                         f"in {store.root}; run the same command to continue"))
+            progress(
+                OofProgress(
+                    "interrupted",
+                    done=have + n[0],
+                    total=total,
+                    message=f"interrupted: the features of {have + n[0]:,} of {total:,} questions are saved "
+                    f"in {store.root}; run the same command to continue",
+                )
+            )
             raise
     finally:
         fr.close()

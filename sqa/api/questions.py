@@ -46,8 +46,11 @@ def warn_skipped(path: Path, skipped: list, kept: int, show: int = 5) -> None:
         warnings.warn(f"{path}: entry {n}{f' ({qid})' if qid else ''} skipped: {problem}", SqaWarning, stacklevel=3)
     if skipped:
         more = f" ({len(skipped) - show:,} more not shown)" if len(skipped) > show else ""
-        warnings.warn(f"{path}: {len(skipped):,} bad entries skipped{more}, {kept:,} questions kept; --strict stops "
-                      "at the first", SqaWarning, stacklevel=3)
+        warnings.warn(
+            f"{path}: {len(skipped):,} bad entries skipped{more}, {kept:,} questions kept; --strict stops at the first",
+            SqaWarning,
+            stacklevel=3,
+        )
 
 
 def infer_split(qids: list[str]) -> str:
@@ -61,8 +64,9 @@ def infer_split(qids: list[str]) -> str:
     return "all"
 
 
-def score(predictions: Union[Mapping[str, dict], str, Path, "Run"], split: str | None = None, *,
-          allow_missing: bool = False) -> dict:
+def score(
+    predictions: Union[Mapping[str, dict], str, Path, "Run"], split: str | None = None, *, allow_missing: bool = False
+) -> dict:
     """The official StrategyQA metrics of leaderboard predictions (``{qid: {"answer": bool,
     "decomposition": [str], "paragraphs": [evidence ID]}}``, a ``predictions.json`` path, or a
     :class:`sqa.eval.results.Run`) against ``split`` (default: the smallest of dev, train-2061,
@@ -88,15 +92,19 @@ def score(predictions: Union[Mapping[str, dict], str, Path, "Run"], split: str |
     known = questions_by_id()
     unknown = [qid for qid in preds if qid not in known]
     if unknown:
-        raise BadInput(f"{source}: {len(unknown):,} of {len(preds):,} predictions are for qids that are not "
-                       f"StrategyQA questions, e.g. {unknown[0]!r}; check the file's keys (qids like "
-                       f"{next(iter(known))!r})")
+        raise BadInput(
+            f"{source}: {len(unknown):,} of {len(preds):,} predictions are for qids that are not "
+            f"StrategyQA questions, e.g. {unknown[0]!r}; check the file's keys (qids like "
+            f"{next(iter(known))!r})"
+        )
     split = split or infer_split(list(preds))
     questions = load_split(split)
     if split in ("test", "all"):
         labelled = [q for q in questions if q.answer is not None]
         if split == "test" or any(qid not in {q.qid for q in labelled} for qid in preds):
-            raise BadInput(f"{source}: the test split has no public labels; only the official leaderboard "
-                           "(leaderboard.allenai.org/strategyqa) scores it")
+            raise BadInput(
+                f"{source}: the test split has no public labels; only the official leaderboard "
+                "(leaderboard.allenai.org/strategyqa) scores it"
+            )
         questions = labelled
     return {"split": split, **score_predictions(preds, questions, allow_missing=allow_missing, source=source)}

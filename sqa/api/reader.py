@@ -58,14 +58,28 @@ class Answer:
     def from_result(cls, r: "ReasoningResult") -> "Answer":
         """The :class:`Answer` of a reader's ``sqa.trace.ReasoningResult``."""
         facts = [Fact(f["text"], f["source"], f.get("ref", ""), f.get("score", 0.0)) for f in r.facts]
-        return cls(r.question, bool(r.answer), float(r.p_yes), bool(r.calibrated), facts, list(r.steps),
-                   list(r.paragraphs), dict(r.timings), r.head, r.model, r)
+        return cls(
+            r.question,
+            bool(r.answer),
+            float(r.p_yes),
+            bool(r.calibrated),
+            facts,
+            list(r.steps),
+            list(r.paragraphs),
+            dict(r.timings),
+            r.head,
+            r.model,
+            r,
+        )
 
     def to_dict(self) -> dict:
         """The ``sqa ask --json`` object (question, decomposition, answer, confidence, paragraphs,
         p_yes, calibrated, head, facts)."""
-        return self.result.to_ask_json() if self.result is not None else {
-            "question": self.question, "answer": self.answer, "p_yes": self.p_yes, "calibrated": self.calibrated}
+        return (
+            self.result.to_ask_json()
+            if self.result is not None
+            else {"question": self.question, "answer": self.answer, "p_yes": self.p_yes, "calibrated": self.calibrated}
+        )
 
 
 class Reader:
@@ -88,10 +102,20 @@ class Reader:
     model; loading raises :class:`sqa.types.IndexNotFound`, :class:`sqa.types.ModelNotFound`,
     :class:`sqa.types.HeadNotFound` or :class:`sqa.types.ServerError` as they apply."""
 
-    def __init__(self, preset: Union[str, "Preset"] = "facts", model: Union[str, "LanguageModel", None] = None,
-                 index: Union["Index", str, Path, None] = None, *, base_url: str | Sequence[str] | None = None,
-                 api: str = "auto", allow_model_alias: bool = False, k: int = 10, head: str | Path | None = None,
-                 chat_template: str | Path | None = None, backend: str = "embedded"):
+    def __init__(
+        self,
+        preset: Union[str, "Preset"] = "facts",
+        model: Union[str, "LanguageModel", None] = None,
+        index: Union["Index", str, Path, None] = None,
+        *,
+        base_url: str | Sequence[str] | None = None,
+        api: str = "auto",
+        allow_model_alias: bool = False,
+        k: int = 10,
+        head: str | Path | None = None,
+        chat_template: str | Path | None = None,
+        backend: str = "embedded",
+    ):
         from sqa.models.registry import DEFAULT_MODEL, is_served
         from sqa.paths import default_index_dir
         from sqa.presets import get_preset
@@ -111,10 +135,13 @@ class Reader:
         from sqa.models.served_url import ServedOptions, served_flags
 
         if not isinstance(base_url, ServedOptions) and (base_url is not None or api != "auto" or allow_model_alias):
-            base_url = ServedOptions(tuple([base_url] if isinstance(base_url, str) else base_url or ()), api,
-                                     allow_model_alias)
+            base_url = ServedOptions(
+                tuple([base_url] if isinstance(base_url, str) else base_url or ()), api, allow_model_alias
+            )
         if base_url and not is_served(self.model):
-            raise BadInput(f"{served_flags(base_url)} goes with a served model (--model openai:NAME), not {self.model!r}")
+            raise BadInput(
+                f"{served_flags(base_url)} goes with a served model (--model openai:NAME), not {self.model!r}"
+            )
         if not 1 <= k <= MAX_K:
             raise BadInput(f"top-k must be from 1 to {MAX_K:,} (got {k})")
         if head is not None and preset.reader != "facts":
@@ -167,8 +194,16 @@ class Reader:
             head = self._head
             if head is None and self.head is not None:
                 head, _ = load_head(self.model, self.preset.retrieval, self.preset.oracle, self.head)
-            self._pipeline = build_reader(self.preset, self.given_model, self.index_dir, self.backend, self.k,
-                                          head=head, base_url=self.base_url, chat_template=self.chat_template)
+            self._pipeline = build_reader(
+                self.preset,
+                self.given_model,
+                self.index_dir,
+                self.backend,
+                self.k,
+                head=head,
+                base_url=self.base_url,
+                chat_template=self.chat_template,
+            )
         return self._pipeline
 
     def ask(self, question: str) -> Answer:
@@ -189,7 +224,7 @@ class Reader:
         out: list[Answer] = []
         reader = self.pipeline.reader
         for i in range(0, len(qs), batch_size):
-            for r in reader.answer_batch(qs[i:i + batch_size], decomposition=decomposition):
+            for r in reader.answer_batch(qs[i : i + batch_size], decomposition=decomposition):
                 out.append(Answer.from_result(r))
         return out
 
@@ -235,8 +270,13 @@ def steps_for_display(reader, question: str, result, k: int, status=None, note=l
         result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(dec(question), start=1)]
         facts: list[list] = []
         for s in result.steps:
-            fs = step_evidence(s.question, reader.retriever, default_annotated_facts(), question=question, k=k,
-                               encode=dec.encode) if reader.retriever is not None else []
+            fs = (
+                step_evidence(
+                    s.question, reader.retriever, default_annotated_facts(), question=question, k=k, encode=dec.encode
+                )
+                if reader.retriever is not None
+                else []
+            )
             s.evidence = [f.ref for f in fs if f.source == "wikipedia"]
             facts.append(fs)
     return facts, dec.demos_by
@@ -250,6 +290,10 @@ def served_details(model) -> dict:
     if not info:
         return {}
     keep = ("base_url", "model", "endpoint", "readout", "top_logprobs", "thinking", "prefill", "fingerprint")
-    return {"server": {**{k: info[k] for k in keep if k in info},
-                       "readout_stats": dict(model.readout_stats or {}),
-                       "cost": model.cost.to_dict() if model.cost is not None else None}}
+    return {
+        "server": {
+            **{k: info[k] for k in keep if k in info},
+            "readout_stats": dict(model.readout_stats or {}),
+            "cost": model.cost.to_dict() if model.cost is not None else None,
+        }
+    }

@@ -17,10 +17,15 @@ def default_out(split: str, decomposition: str) -> Path:
     return Path("sqa-eval") / f"retrieval-{split}-{tag}.json"
 
 
-def run_retrieval_eval(index_dir: str | Path | None, backend: str = "embedded", split: str = "dev",
-                       decomposition: str = "question", out: str | Path | None = None,
-                       on_progress: Callable[[int, int], None] | None = None,
-                       rerank: bool = False) -> dict:
+def run_retrieval_eval(
+    index_dir: str | Path | None,
+    backend: str = "embedded",
+    split: str = "dev",
+    decomposition: str = "question",
+    out: str | Path | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    rerank: bool = False,
+) -> dict:
     """Recall@10 (official StrategyQA definition) of the official retrieval and of the step retriever.
 
     ``decomposition``: "question" (IR-Q vs the step retriever on the question), "gold" (IR-ORA-D vs the step retriever on the
@@ -40,8 +45,10 @@ def run_retrieval_eval(index_dir: str | Path | None, backend: str = "embedded", 
     questions, steps_of = retrieval_questions(split, decomposition)
     be = open_index(Path(index_dir).expanduser() if index_dir else default_index_dir(), backend)
     try:
-        retrievers = {f"official ({official_method(decomposition)})": make_retriever(be, "official"),
-                      "step" + (" + MiniLM rerank" if rerank else ""): make_retriever(be, "step", rerank=rerank)}
+        retrievers = {
+            f"official ({official_method(decomposition)})": make_retriever(be, "official"),
+            "step" + (" + MiniLM rerank" if rerank else ""): make_retriever(be, "step", rerank=rerank),
+        }
         methods = evaluate_retrievers(retrievers, questions, steps_of, on_progress=on_progress)
         paragraphs = be.count()
     finally:
@@ -49,8 +56,12 @@ def run_retrieval_eval(index_dir: str | Path | None, backend: str = "embedded", 
 
     names = list(methods)
     result = {
-        "split": split, "decomposition": str(decomposition), "backend": backend,
-        "paragraphs": paragraphs, "count": len(questions), "methods": methods,
+        "split": split,
+        "decomposition": str(decomposition),
+        "backend": backend,
+        "paragraphs": paragraphs,
+        "count": len(questions),
+        "methods": methods,
         "delta": methods[names[1]]["Recall@10"] - methods[names[0]]["Recall@10"],
     }
     out = Path(out) if out else default_out(split, str(decomposition))

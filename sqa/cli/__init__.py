@@ -97,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         if isinstance(e, cls["no_args"]):  # bare `sqa`: the help on stdout, the error on stderr
             print(e.format_message())
-            print("error: no command given; run one of the commands above, e.g. `sqa index --corpus mini`",
-                  file=sys.stderr)
+            print(
+                "error: no command given; run one of the commands above, e.g. `sqa index --corpus mini`",
+                file=sys.stderr,
+            )
             return 2
         if isinstance(e, cls["usage"]):
             print(f"error: {usage_error_line(e)}", file=sys.stderr)
@@ -110,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         if line is None:  # a bug: keep its traceback
             if not debug:
                 traceback.print_exc()
-            print(f"error: internal error ({type(e).__name__}); please report it with the traceback above",
-                  file=sys.stderr)
+            print(
+                f"error: internal error ({type(e).__name__}); please report it with the traceback above",
+                file=sys.stderr,
+            )
             return 1
         print(f"error: {line}", file=sys.stderr)
         return 2

@@ -18,8 +18,19 @@ from rich.tree import Tree
 from rich.markup import escape
 
 from sqa.cli import app
-from sqa.cli.common import AliasOpt, ApiOpt, BackendOpt, BaseUrlOpt, ChatTemplateOpt, IndexDirOpt, PresetOpt, \
-    choose_preset, resolve_index_dir, served_options, served_warning
+from sqa.cli.common import (
+    AliasOpt,
+    ApiOpt,
+    BackendOpt,
+    BaseUrlOpt,
+    ChatTemplateOpt,
+    IndexDirOpt,
+    PresetOpt,
+    choose_preset,
+    resolve_index_dir,
+    served_options,
+    served_warning,
+)
 from sqa.types import MAX_K, Question, SqaError
 
 
@@ -30,29 +41,64 @@ def _snippet(text: str, width: int = 160) -> str:
 
 @app.command("ask")
 def ask_command(
-    question: Annotated[str, typer.Argument(help="A yes/no question, e.g. \"Could a llama birth twice during the Vietnam War?\"")],
-    model: Annotated[str, typer.Option("--model", help="qwen2.5-coder-1.5b (default), qwen2.5-coder-0.5b, a .gguf file, "
-                                                       "openai:NAME (a model behind an OpenAI-compatible server, see "
-                                                       "--base-url) or a Hugging Face checkpoint name/directory "
-                                                       "(transformers).")]
-    = "qwen2.5-coder-1.5b",
-    k: Annotated[int, typer.Option("-k", "--k", help="Evidence paragraphs retrieved per step and for the question (top-k).")] = 10,
-    decomposition: Annotated[Optional[str], typer.Option("--decomposition", help="The steps reader only: predicted "
-                                                                                 "(decompose into steps; its default) or "
-                                                                                 "question (no decomposition: retrieve with "
-                                                                                 "the question).", show_default=False)]
-    = None,
-    no_retrieval: Annotated[bool, typer.Option("--no-retrieval", help="Answer from the model alone (no evidence), "
-                                                                      "the baseline that shows what retrieval adds "
-                                                                      "(preset no-retrieval).")] = False,
+    question: Annotated[
+        str, typer.Argument(help='A yes/no question, e.g. "Could a llama birth twice during the Vietnam War?"')
+    ],
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="qwen2.5-coder-1.5b (default), qwen2.5-coder-0.5b, a .gguf file, "
+            "openai:NAME (a model behind an OpenAI-compatible server, see "
+            "--base-url) or a Hugging Face checkpoint name/directory "
+            "(transformers).",
+        ),
+    ] = "qwen2.5-coder-1.5b",
+    k: Annotated[
+        int, typer.Option("-k", "--k", help="Evidence paragraphs retrieved per step and for the question (top-k).")
+    ] = 10,
+    decomposition: Annotated[
+        Optional[str],
+        typer.Option(
+            "--decomposition",
+            help="The steps reader only: predicted "
+            "(decompose into steps; its default) or "
+            "question (no decomposition: retrieve with "
+            "the question).",
+            show_default=False,
+        ),
+    ] = None,
+    no_retrieval: Annotated[
+        bool,
+        typer.Option(
+            "--no-retrieval",
+            help="Answer from the model alone (no evidence), "
+            "the baseline that shows what retrieval adds "
+            "(preset no-retrieval).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     preset: PresetOpt = None,
-    reader: Annotated[Optional[str], typer.Option("--reader", help="facts (default: selected facts + trained answer head) "
-                                                  "or steps (preset steps).", show_default=False)] = None,
-    steps: Annotated[bool, typer.Option("--steps/--no-steps", help="With --reader facts: also write the decomposition "
-                                                                   "(shown, not used for the answer) with each step's best sentence; +12-17 s on 2 cores.")] = False,
-    head: Annotated[Optional[Path], typer.Option("--head", help="Answer head file (default: trained for --model).",
-                                                 show_default=False)] = None,
+    reader: Annotated[
+        Optional[str],
+        typer.Option(
+            "--reader",
+            help="facts (default: selected facts + trained answer head) or steps (preset steps).",
+            show_default=False,
+        ),
+    ] = None,
+    steps: Annotated[
+        bool,
+        typer.Option(
+            "--steps/--no-steps",
+            help="With --reader facts: also write the decomposition "
+            "(shown, not used for the answer) with each step's best sentence; +12-17 s on 2 cores.",
+        ),
+    ] = False,
+    head: Annotated[
+        Optional[Path],
+        typer.Option("--head", help="Answer head file (default: trained for --model).", show_default=False),
+    ] = None,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
     base_url: BaseUrlOpt = None,
@@ -64,7 +110,7 @@ def ask_command(
     from sqa.api.reader import Reader, served_details
 
     if not question.strip():
-        raise SqaError("empty question; pass the question text, e.g. sqa ask \"Is the sun a star?\"")
+        raise SqaError('empty question; pass the question text, e.g. sqa ask "Is the sun a star?"')
     if not 1 <= k <= MAX_K:
         raise SqaError(f"--k must be from 1 to {MAX_K:,} (got {k})")
     if decomposition not in (None, "predicted", "question"):
@@ -79,11 +125,30 @@ def ask_command(
 
         check_template_file(chat_template)  # a missing or broken file is one line before the model loads
     if chosen.reader == "facts":
-        return _ask_facts(question, model, k, chosen, as_json, steps, head, resolve_index_dir(index_dir), backend, err,
-                          base_url, chat_template)
+        return _ask_facts(
+            question,
+            model,
+            k,
+            chosen,
+            as_json,
+            steps,
+            head,
+            resolve_index_dir(index_dir),
+            backend,
+            err,
+            base_url,
+            chat_template,
+        )
     with err.status(f"loading {model} and the index…", spinner="dots"):
-        pipe = Reader(chosen, model, resolve_index_dir(index_dir), base_url=base_url, k=k, chat_template=chat_template,
-                      backend=backend).pipeline
+        pipe = Reader(
+            chosen,
+            model,
+            resolve_index_dir(index_dir),
+            base_url=base_url,
+            k=k,
+            chat_template=chat_template,
+            backend=backend,
+        ).pipeline
     with err.status("reasoning…", spinner="dots"):
         result = pipe.reader.answer_batch([Question(qid="", question=question)], decomposition=decomposition)[0]
     served_warning(pipe.model, err)
@@ -97,22 +162,34 @@ def ask_command(
         paras = {p.evidence_id: p for p in pipe.backend.get(list(dict.fromkeys(ids)))}
     tree = Tree(f"[bold]{escape(result.question)}[/bold]")
     for s in result.steps:
-        node = tree.add(f"[cyan]{s.index}.[/cyan] {escape(s.question)} → [bold green]{escape(s.answer or '?')}[/bold green]"
-                        + (" [dim](computed)[/dim]" if s.computed else ""))
+        node = tree.add(
+            f"[cyan]{s.index}.[/cyan] {escape(s.question)} → [bold green]{escape(s.answer or '?')}[/bold green]"
+            + (" [dim](computed)[/dim]" if s.computed else "")
+        )
         if s.evidence:
             p = paras.get(s.evidence[0])
             title = escape(p.title) if p else ""
-            node.add(f"[dim]{escape(s.evidence[0])}[/dim]  [bold]{title}[/bold]: " + (escape(_snippet(p.text)) if p else ""))
+            node.add(
+                f"[dim]{escape(s.evidence[0])}[/dim]  [bold]{title}[/bold]: " + (escape(_snippet(p.text)) if p else "")
+            )
     if not result.steps and result.paragraphs:
         p = paras.get(result.paragraphs[0])
-        tree.add(f"[dim]{escape(result.paragraphs[0])}[/dim]  " + (f"[bold]{escape(p.title)}[/bold]: {escape(_snippet(p.text))}" if p else ""))
+        tree.add(
+            f"[dim]{escape(result.paragraphs[0])}[/dim]  "
+            + (f"[bold]{escape(p.title)}[/bold]: {escape(_snippet(p.text))}" if p else "")
+        )
     verdict = "Yes" if result.answer else "No"
     color = "green" if result.answer else "red"
     # the P(yes) readings averaged in log-odds (sqa.steps.reader.DECISION)
-    readings = "  [dim](the model's own, uncalibrated: " + ", ".join(f"{name} {p:.2f}" for name, p in
-                                                                 result.signals.items()) + ")[/dim]"
-    tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f}{readings}  confidence={result.confidence:.2f}  "
-             f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
+    readings = (
+        "  [dim](the model's own, uncalibrated: "
+        + ", ".join(f"{name} {p:.2f}" for name, p in result.signals.items())
+        + ")[/dim]"
+    )
+    tree.add(
+        f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f}{readings}  confidence={result.confidence:.2f}  "
+        f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]"
+    )
     Console().print(tree)
 
 
@@ -121,8 +198,10 @@ def reject_unused_flags(reader: str, decomposition: Optional[str], steps: bool, 
     the facts reader (it reads no decomposition), ``--steps`` or ``--head`` with the steps reader (it
     always decomposes and has no answer head)."""
     if reader == "facts" and decomposition is not None:
-        raise SqaError("--decomposition goes with the steps reader (--reader steps); the facts reader reads no "
-                       "decomposition (--steps shows one next to its answer)")
+        raise SqaError(
+            "--decomposition goes with the steps reader (--reader steps); the facts reader reads no "
+            "decomposition (--steps shows one next to its answer)"
+        )
     if reader == "steps" and steps:
         raise SqaError("--steps goes with the facts reader; the steps reader always decomposes")
     if reader == "steps" and head is not None:
@@ -135,13 +214,27 @@ def _json_text(obj: dict, model: str) -> str:
     try:
         return json.dumps(obj, ensure_ascii=False, indent=1, allow_nan=False)
     except ValueError:
-        raise SqaError(f"model {model}: the answer holds a value that is not a number (NaN/inf), so no JSON is printed; "
-                       "the model file is likely damaged (a built-in model is re-checked and re-assembled on the next "
-                       "run; delete a .gguf of your own and download it again)") from None
+        raise SqaError(
+            f"model {model}: the answer holds a value that is not a number (NaN/inf), so no JSON is printed; "
+            "the model file is likely damaged (a built-in model is re-checked and re-assembled on the next "
+            "run; delete a .gguf of your own and download it again)"
+        ) from None
 
 
-def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: bool, head, index_dir,
-               backend: str, err: Console, base_url: str | None = None, chat_template: Path | None = None) -> None:
+def _ask_facts(
+    question: str,
+    model: str,
+    k: int,
+    preset,
+    as_json: bool,
+    steps: bool,
+    head,
+    index_dir,
+    backend: str,
+    err: Console,
+    base_url: str | None = None,
+    chat_template: Path | None = None,
+) -> None:
     """``sqa ask`` with the facts reader: facts (with their sources) and the head's answer (or,
     for a model without a head, its own uncalibrated P(yes), said so); with ``--steps`` the decomposer's steps too (for the reader of the output; the answer does not use them)."""
     import time
@@ -149,7 +242,9 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     from sqa.api.reader import Reader, served_details, steps_for_display
 
     no_retrieval = not preset.retrieval
-    r = Reader(preset, model, index_dir, base_url=base_url, k=k, head=head, chat_template=chat_template, backend=backend)
+    r = Reader(
+        preset, model, index_dir, base_url=base_url, k=k, head=head, chat_template=chat_template, backend=backend
+    )
     h = r.preflight()
     with err.status(f"loading {model} and the index…", spinner="dots"):
         reader = r.pipeline.reader
@@ -161,8 +256,13 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     if steps and not result.steps:  # a head that reads step facts has written them already
         t_steps = time.perf_counter()
         step_facts, demos_by = steps_for_display(
-            reader, question, result, k, status=lambda m: err.status(m, spinner="dots"),
-            note=lambda line: err.print(f"[dim]{escape(line)}[/dim]"))
+            reader,
+            question,
+            result,
+            k,
+            status=lambda m: err.status(m, spinner="dots"),
+            note=lambda line: err.print(f"[dim]{escape(line)}[/dim]"),
+        )
         result.timings["steps"] = round(time.perf_counter() - t_steps, 3)
     served_warning(reader.model, err)
     result.timings["total"] = round(time.perf_counter() - t, 3)
@@ -179,9 +279,14 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
         return
     tree = Tree(f"[bold]{escape(result.question)}[/bold]")
     if result.steps:
-        why = (f"decomposition and each step's best sentence, shown only: the answer reads the facts below; "
-               f"demonstrations picked by {demos_by}") if demos_by else \
-            "decomposition; each step's best sentence is among the facts below, which the answer reads"
+        why = (
+            (
+                f"decomposition and each step's best sentence, shown only: the answer reads the facts below; "
+                f"demonstrations picked by {demos_by}"
+            )
+            if demos_by
+            else "decomposition; each step's best sentence is among the facts below, which the answer reads"
+        )
         node = tree.add(f"[cyan]steps[/cyan] [dim]({why})[/dim]")
         for s, facts in zip(result.steps, step_facts or [[]] * len(result.steps)):
             sn = node.add(f"[cyan]{s.index}.[/cyan] {escape(s.question)}")
@@ -199,12 +304,21 @@ def _ask_facts(question: str, model: str, k: int, preset, as_json: bool, steps: 
     own = ", ".join(f"{n} {p:.2f}" for n, p in result.signals.items())
     from sqa.facts.heads import fitted_count
 
-    by = f"answer head {Path(result.head).name}, fitted on {fitted_count(h):,} questions" if result.head else "answer head"
-    how = f"{by}; the model's own P(yes): {own}" if result.calibrated else \
-        f"the model's own, uncalibrated: no answer head for {model}; `{fit_command(model, base_url)}` fits one"
-    tree.add(f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f} [dim]({escape(how)})[/dim]  "
-             f"confidence={result.confidence:.2f}  "
-             f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]")
+    by = (
+        f"answer head {Path(result.head).name}, fitted on {fitted_count(h):,} questions"
+        if result.head
+        else "answer head"
+    )
+    how = (
+        f"{by}; the model's own P(yes): {own}"
+        if result.calibrated
+        else f"the model's own, uncalibrated: no answer head for {model}; `{fit_command(model, base_url)}` fits one"
+    )
+    tree.add(
+        f"[bold {color}]{verdict}[/bold {color}]  P(yes)={result.p_yes:.2f} [dim]({escape(how)})[/dim]  "
+        f"confidence={result.confidence:.2f}  "
+        f"[dim]({result.timings.get('total', 0.0):.1f} s, {escape(result.model)})[/dim]"
+    )
     Console().print(tree)
 
 
@@ -216,7 +330,11 @@ def fit_command(model: str, served=None) -> str:
     from sqa.models.served_url import ServedOptions
     from sqa.redact import redact_url
 
-    urls, api = (served.base_urls, served.api) if isinstance(served, ServedOptions) else ((served,) if served else (),
-                                                                                        "auto")
-    return train_command(model) + "".join(f" --base-url {redact_url(u)}" for u in urls) \
+    urls, api = (
+        (served.base_urls, served.api) if isinstance(served, ServedOptions) else ((served,) if served else (), "auto")
+    )
+    return (
+        train_command(model)
+        + "".join(f" --base-url {redact_url(u)}" for u in urls)
         + (f" --api {api}" if api != "auto" else "")
+    )

@@ -12,8 +12,9 @@ from sqa.presets import preset_from_flags as choose_preset  # noqa: F401  (the f
 
 IndexDirOpt = Annotated[
     Optional[Path],
-    typer.Option("--index-dir", help="Index directory (default: $SQA_HOME/index, i.e. ~/.cache/sqa/index).",
-                 show_default=False),
+    typer.Option(
+        "--index-dir", help="Index directory (default: $SQA_HOME/index, i.e. ~/.cache/sqa/index).", show_default=False
+    ),
 ]
 BackendOpt = Annotated[
     str,
@@ -23,21 +24,32 @@ BackendOpt = Annotated[
 
 BaseUrlOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--base-url", help="With --model openai:NAME: the OpenAI-compatible server (vLLM, SGLang, llama.cpp's "
-                                    "server, Ollama), e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL, else "
-                                    "that); give it more than once to spread requests over several servers. The key "
-                                    "comes from $SQA_OPENAI_API_KEY or $OPENAI_API_KEY.", show_default=False),
+    typer.Option(
+        "--base-url",
+        help="With --model openai:NAME: the OpenAI-compatible server (vLLM, SGLang, llama.cpp's "
+        "server, Ollama), e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL, else "
+        "that); give it more than once to spread requests over several servers. The key "
+        "comes from $SQA_OPENAI_API_KEY or $OPENAI_API_KEY.",
+        show_default=False,
+    ),
 ]
 ApiOpt = Annotated[
     str,
-    typer.Option("--api", help="With --model openai:NAME: the endpoint: chat (/v1/chat/completions, the server's "
-                               "chat template), completions (/v1/completions) or auto (probe the server; "
-                               "docs/served.md).", show_default=True),
+    typer.Option(
+        "--api",
+        help="With --model openai:NAME: the endpoint: chat (/v1/chat/completions, the server's "
+        "chat template), completions (/v1/completions) or auto (probe the server; "
+        "docs/served.md).",
+        show_default=True,
+    ),
 ]
 AliasOpt = Annotated[
     bool,
-    typer.Option("--allow-model-alias", help="With --model openai:NAME: accept answers whose `model` field names "
-                                             "another model than asked for (stopped otherwise)."),
+    typer.Option(
+        "--allow-model-alias",
+        help="With --model openai:NAME: accept answers whose `model` field names "
+        "another model than asked for (stopped otherwise).",
+    ),
 ]
 
 
@@ -53,10 +65,13 @@ def served_options(base_url, api: str = "auto", allow_model_alias: bool = False)
 
 ChatTemplateOpt = Annotated[
     Path | None,
-    typer.Option("--chat-template", help="A Jinja chat template file (or a tokenizer_config.json holding one) that "
-                                         "renders the steps reader's chat prompts instead of the model's own (a .gguf "
-                                         "file's tokenizer.chat_template, else ChatML); in-process models only.",
-                 show_default=False),
+    typer.Option(
+        "--chat-template",
+        help="A Jinja chat template file (or a tokenizer_config.json holding one) that "
+        "renders the steps reader's chat prompts instead of the model's own (a .gguf "
+        "file's tokenizer.chat_template, else ChatML); in-process models only.",
+        show_default=False,
+    ),
 ]
 
 
@@ -65,12 +80,20 @@ def served_warning(model, err) -> None:
     read-outs found neither Yes nor No among the server's top logprobs (``sqa.models.openai``)."""
     stats = model.readout_stats
     if stats and stats.get("missing"):
-        err.print(f"warning: {stats['missing']} of {stats['readouts']} yes/no read-outs had neither Yes nor No among "
-                  f"the server's top {model.capabilities.top_logprobs} logprobs (or no usable value) and were "
-                  "read as 0.5", markup=False, highlight=False)
+        err.print(
+            f"warning: {stats['missing']} of {stats['readouts']} yes/no read-outs had neither Yes nor No among "
+            f"the server's top {model.capabilities.top_logprobs} logprobs (or no usable value) and were "
+            "read as 0.5",
+            markup=False,
+            highlight=False,
+        )
     if stats and stats.get("generation"):
-        err.print(f"note: {stats['generation']} of {stats['readouts']} yes/no read-outs were read by generation (the "
-                  "server gives no logprobs): P(yes) is 1 or 0 there; docs/served.md", markup=False, highlight=False)
+        err.print(
+            f"note: {stats['generation']} of {stats['readouts']} yes/no read-outs were read by generation (the "
+            "server gives no logprobs): P(yes) is 1 or 0 there; docs/served.md",
+            markup=False,
+            highlight=False,
+        )
 
 
 def metrics_table(metrics: dict, title: str):
@@ -92,7 +115,11 @@ def resolve_index_dir(index_dir: Optional[Path]) -> Path:
 
 PresetOpt = Annotated[
     Optional[str],
-    typer.Option("--preset", help="A shipped reader configuration (sqa/presets.py): facts (default), no-retrieval, "
-                                  "oracle-facts, oracle-paragraphs, steps. --reader/--no-retrieval/--oracle map onto "
-                                  "these.", show_default=False),
+    typer.Option(
+        "--preset",
+        help="A shipped reader configuration (sqa/presets.py): facts (default), no-retrieval, "
+        "oracle-facts, oracle-paragraphs, steps. --reader/--no-retrieval/--oracle map onto "
+        "these.",
+        show_default=False,
+    ),
 ]

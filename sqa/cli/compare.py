@@ -42,29 +42,42 @@ def print_comparison(comparison, console: Console | None = None) -> None:
             cells.append(_pct(r.recall))
         runs.add_row(*cells, str(r.left_out))
     console.print(runs)
-    console.print(f"Paired differences A - B: 95 % paired-bootstrap interval ({comparison.resamples:,} resamples, "
-                  f"seed {comparison.seed}); McNemar's exact test on the questions only one run got right.")
+    console.print(
+        f"Paired differences A - B: 95 % paired-bootstrap interval ({comparison.resamples:,} resamples, "
+        f"seed {comparison.seed}); McNemar's exact test on the questions only one run got right."
+    )
     for p in comparison.pairs:
-        console.print(f"[bold]A {p.a}[/bold] vs [bold]B {p.b}[/bold] ({p.n} questions): Accuracy "
-                      f"{p.accuracy_a:.3f} vs {p.accuracy_b:.3f}, difference {_pct(p.difference, True)} "
-                      f"{_interval(p.interval95)}, McNemar p = {p.mcnemar_p:.4f}; only A right {p.only_a}, "
-                      f"only B right {p.only_b}, both right {p.both_right}, both wrong {p.both_wrong}",
-                      highlight=False)
+        console.print(
+            f"[bold]A {p.a}[/bold] vs [bold]B {p.b}[/bold] ({p.n} questions): Accuracy "
+            f"{p.accuracy_a:.3f} vs {p.accuracy_b:.3f}, difference {_pct(p.difference, True)} "
+            f"{_interval(p.interval95)}, McNemar p = {p.mcnemar_p:.4f}; only A right {p.only_a}, "
+            f"only B right {p.only_b}, both right {p.both_right}, both wrong {p.both_wrong}",
+            highlight=False,
+        )
         if p.recall:
             r = p.recall
             w = "–" if r["wilcoxon_p"] is None else f"{r['wilcoxon_p']:.4f}"
-            console.print(f"  Recall@10 {r['a']:.3f} vs {r['b']:.3f}, difference {_pct(r['difference'], True)} "
-                          f"{_interval(r['interval95'])}, Wilcoxon p = {w}; higher in A {r['higher_a']}, "
-                          f"higher in B {r['higher_b']}", highlight=False)
+            console.print(
+                f"  Recall@10 {r['a']:.3f} vs {r['b']:.3f}, difference {_pct(r['difference'], True)} "
+                f"{_interval(r['interval95'])}, Wilcoxon p = {w}; higher in A {r['higher_a']}, "
+                f"higher in B {r['higher_b']}",
+                highlight=False,
+            )
 
 
 @app.command("compare")
 def compare_command(
     runs: Annotated[list[Path], typer.Argument(help="Two or more `sqa eval` run folders (run.json + traces.jsonl).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as one JSON object.")] = False,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML page here (the "
-                                                 "questions the runs disagree on first; opens from disk).",
-                                                 show_default=False)] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write a self-contained HTML page here (the "
+            "questions the runs disagree on first; opens from disk).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Compare eval runs on the questions they share: Accuracy with 95 % intervals, paired differences
     (paired bootstrap), McNemar's exact test, who got which questions right, Recall@10 where defined."""

@@ -24,10 +24,10 @@ _LIBRARY_MODULES = ("elasticsearch", "elastic_transport", "tantivy", "zlib", "lz
 
 _ERRNO_HINTS = {
     errno.ENOSPC: "no space left on the device; free some space (or use another --index-dir / --out) and run the "
-                  "same command again to resume",
+    "same command again to resume",
     errno.EDQUOT: "disk quota exceeded; free some space and run the same command again to resume",
     errno.EFBIG: "file too large for this file system or limit; free space or raise the limit, then run the same "
-                 "command again to resume",
+    "command again to resume",
     errno.EROFS: "read-only file system; use another --index-dir / --out",
     errno.EACCES: "permission denied; check the file's permissions or use another path",
     errno.EPERM: "operation not permitted; check the file's permissions or use another path",
@@ -56,8 +56,13 @@ def _classes(names: tuple[str, ...]) -> tuple[type, ...]:
 def click_classes() -> dict[str, tuple[type, ...]]:
     """``{"exit", "abort", "usage", "click", "no_args"}`` -> the matching exception classes of
     every click copy that is importable (``typer._click``, ``click``, typer's own Exit/Abort)."""
-    return {"exit": _classes(("Exit",)), "abort": _classes(("Abort",)), "usage": _classes(("UsageError",)),
-            "click": _classes(("ClickException",)), "no_args": _classes(("NoArgsIsHelpError",))}
+    return {
+        "exit": _classes(("Exit",)),
+        "abort": _classes(("Abort",)),
+        "usage": _classes(("UsageError",)),
+        "click": _classes(("ClickException",)),
+        "no_args": _classes(("NoArgsIsHelpError",)),
+    }
 
 
 def one_line(text: str) -> str:

@@ -47,8 +47,15 @@ class OofDrawer:
             err.print(p.message, soft_wrap=True)  # a log keeps each path whole
             return
         if self.bar is None:
-            cols = (TextColumn("[bold]features"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+            cols = (
+                TextColumn("[bold]features"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+            )
             self.bar = Progress(*cols, console=err, disable=not err.is_terminal)
             self.bar.start()
             self.task = self.bar.add_task("features", total=p.total, completed=p.done, rate="")
@@ -68,12 +75,19 @@ def print_oof_summary(run) -> None:
     """The metrics table and the summary line of an out-of-fold run (``sqa.eval.results.Run``) on stdout."""
     m = run.metrics
     if m:
-        table = {"n": m["n"], "Accuracy": m["Accuracy"],
-                 "95 % interval": "–".join(f"{v:.4f}" for v in m["Accuracy_interval95"] or []),
-                 "AUC": m["AUC"], "majority (always no)": m["majority_baseline"]["Accuracy"],
-                 "Recall@10": m["Recall@10"], "ECE": m["ECE"]}
+        table = {
+            "n": m["n"],
+            "Accuracy": m["Accuracy"],
+            "95 % interval": "–".join(f"{v:.4f}" for v in m["Accuracy_interval95"] or []),
+            "AUC": m["AUC"],
+            "majority (always no)": m["majority_baseline"]["Accuracy"],
+            "Recall@10": m["Recall@10"],
+            "ECE": m["ECE"],
+        }
         for kind_, v in m["out_of_fold"]["without_demonstrations"].items():
             table[f"{kind_} head, without the demonstrations (n={v['n']})"] = v["accuracy"]
         Console().print(metrics_table(table, f"sqa eval {run.options['split']} (facts reader, {m['protocol']})"))
-    typer.echo(f"complete: {run.done}/{run.total} questions, {m['protocol'] if m else 'out-of-fold'} -> "
-               f"{run.path} ({', '.join(p.name for p in run.files)})")
+    typer.echo(
+        f"complete: {run.done}/{run.total} questions, {m['protocol'] if m else 'out-of-fold'} -> "
+        f"{run.path} ({', '.join(p.name for p in run.files)})"
+    )

@@ -37,7 +37,11 @@ def _names(text: str) -> list[str]:
 def _default_out(params: dict, names: list[str]) -> Path:
     stem = Path(params["dataset"]).stem if params["dataset"] else (params["protocol"] or params["split"] or "dev")
     model = params["model"] or ""
-    return Path("runs") / "eval" / f"{stem}-{'+'.join(names)}-{re.sub(r'[^A-Za-z0-9._-]+', '_', Path(model).name or 'default')}"
+    return (
+        Path("runs")
+        / "eval"
+        / f"{stem}-{'+'.join(names)}-{re.sub(r'[^A-Za-z0-9._-]+', '_', Path(model).name or 'default')}"
+    )
 
 
 def eval_presets(params: dict) -> None:
@@ -50,16 +54,24 @@ def eval_presets(params: dict) -> None:
     from sqa.eval.compare import compare_runs
 
     names = _names(params["preset"])
-    for flag, key in (("--reader", "reader"), ("--retrieval/--no-retrieval", "retrieval"), ("--oracle", "oracle"),
-                      ("--head", "head"), ("--decomposition", "decomposition")):
+    for flag, key in (
+        ("--reader", "reader"),
+        ("--retrieval/--no-retrieval", "retrieval"),
+        ("--oracle", "oracle"),
+        ("--head", "head"),
+        ("--decomposition", "decomposition"),
+    ):
         if params[key] is not None:
-            raise SqaError(f"{flag} picks one reader's setting; with several presets ({params['preset']}) each uses "
-                           "its own; run that preset alone to change it")
+            raise SqaError(
+                f"{flag} picks one reader's setting; with several presets ({params['preset']}) each uses "
+                "its own; run that preset alone to change it"
+            )
     out = Path(params["out"]) if params["out"] else _default_out(params, names)
     from sqa.pipeline import shared_model
 
-    lm = shared_model(params["model"], params.get("chat_template"),
-                      loading=lambda m: Console(stderr=True).status(f"loading {m}…"))
+    lm = shared_model(
+        params["model"], params.get("chat_template"), loading=lambda m: Console(stderr=True).status(f"loading {m}…")
+    )
     err = Console(stderr=True)
     for i, name in enumerate(names):
         err.print(f"[bold]preset {name}[/bold] ({i + 1} of {len(names)}) -> {out / name}")

@@ -15,16 +15,28 @@ import typer
 
 from sqa.cli.common import BackendOpt, IndexDirOpt
 
-DECOMPOSITION_HELP = ("question (the question alone: IR-Q), gold (the gold decompositions: IR-ORA-D), or a JSONL "
-                      "FILE of {qid, decomposition} (predicted decompositions: IR-D)")
+DECOMPOSITION_HELP = (
+    "question (the question alone: IR-Q), gold (the gold decompositions: IR-ORA-D), or a JSONL "
+    "FILE of {qid, decomposition} (predicted decompositions: IR-D)"
+)
 
 
 def eval_retrieval_command(
     split: Annotated[str, typer.Option("--split", help="dev, train-2061 or train (labelled questions).")] = "dev",
     decomposition: Annotated[str, typer.Option("--decomposition", help=DECOMPOSITION_HELP)] = "question",
-    out: Annotated[Optional[Path], typer.Option("--out", help="JSON output (default sqa-eval/retrieval-SPLIT-DECOMPOSITION.json).",
-                                                show_default=False)] = None,
-    rerank: Annotated[bool, typer.Option("--rerank", help="Rerank the step retriever's candidates with all-MiniLM-L6-v2 embeddings (opt-in; numpy on CPU, no torch; the minilm extra).")] = False,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out", help="JSON output (default sqa-eval/retrieval-SPLIT-DECOMPOSITION.json).", show_default=False
+        ),
+    ] = None,
+    rerank: Annotated[
+        bool,
+        typer.Option(
+            "--rerank",
+            help="Rerank the step retriever's candidates with all-MiniLM-L6-v2 embeddings (opt-in; numpy on CPU, no torch; the minilm extra).",
+        ),
+    ] = False,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:
@@ -36,18 +48,28 @@ def eval_retrieval_command(
     from sqa.api.retrieval import run_retrieval_eval
 
     console = Console()
-    with Progress(TextColumn("retrieving"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                  TimeRemainingColumn(), console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("retrieving"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("retrieval", total=None, rate="")
         start = time.perf_counter()
 
         def on_progress(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total,
-                            rate=f"{done / max(time.perf_counter() - start, 1e-9):.1f} q/s")
+            progress.update(
+                task, completed=done, total=total, rate=f"{done / max(time.perf_counter() - start, 1e-9):.1f} q/s"
+            )
 
         res = run_retrieval_eval(index_dir, backend, split, decomposition, out, on_progress, rerank=rerank)
-    table = Table(title=f"Recall@10 on {split} ({res['count']} questions, decomposition: {decomposition}, "
-                        f"{res['paragraphs']:,} paragraphs)")
+    table = Table(
+        title=f"Recall@10 on {split} ({res['count']} questions, decomposition: {decomposition}, "
+        f"{res['paragraphs']:,} paragraphs)"
+    )
     table.add_column("method")
     table.add_column("Recall@10", justify="right")
     table.add_column("ms / question", justify="right")

@@ -13,19 +13,27 @@ import typer
 from sqa.cli import app
 from sqa.cli.common import BackendOpt, IndexDirOpt
 
-features_app = typer.Typer(help="The facts reader's features store ($SQA_HOME/features): import features read before.",
-                           no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+features_app = typer.Typer(
+    help="The facts reader's features store ($SQA_HOME/features): import features read before.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 app.add_typer(features_app, name="features")
 
 
 @features_app.command("import")
 def features_import_command(
-    files: Annotated[List[Path], typer.Argument(help="Features files (.jsonl or .jsonl.xz), one QuestionFeatures "
-                                                     "record a line.")],
-    meta: Annotated[Optional[Path], typer.Option("--meta", help="Their meta.json (default: meta.json beside the first "
-                                                 "file).", show_default=False)] = None,
-    model: Annotated[str, typer.Option("--model", help="The reader model they were read with (its name, as for "
-                                                       "`sqa eval --model`).")] = "qwen2.5-coder-1.5b",
+    files: Annotated[
+        List[Path], typer.Argument(help="Features files (.jsonl or .jsonl.xz), one QuestionFeatures record a line.")
+    ],
+    meta: Annotated[
+        Optional[Path],
+        typer.Option("--meta", help="Their meta.json (default: meta.json beside the first file).", show_default=False),
+    ] = None,
+    model: Annotated[
+        str, typer.Option("--model", help="The reader model they were read with (its name, as for `sqa eval --model`).")
+    ] = "qwen2.5-coder-1.5b",
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:

@@ -11,8 +11,12 @@ from rich.table import Table
 
 from sqa.cli import app
 
-heads_app = typer.Typer(help="The answer heads: list them, remove one of yours ($SQA_HOME/heads).",
-                        no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+heads_app = typer.Typer(
+    help="The answer heads: list them, remove one of yours ($SQA_HOME/heads).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 app.add_typer(heads_app, name="heads")
 
 
@@ -34,8 +38,13 @@ def heads_list_command(
     for e in entries:
         if e.head is not None:
             try:
-                answering.add(choose_head(model_stem(e.head.model), e.head.provenance.get("kind") or
-                                          e.name[len(model_stem(e.head.model)) + 1:].split(".")[0], "").path)
+                answering.add(
+                    choose_head(
+                        model_stem(e.head.model),
+                        e.head.provenance.get("kind") or e.name[len(model_stem(e.head.model)) + 1 :].split(".")[0],
+                        "",
+                    ).path
+                )
             except SqaError:
                 pass
     t = Table("name", "where", "model", "questions", "answers", title="answer heads")
@@ -43,8 +52,9 @@ def heads_list_command(
         if e.head is None:
             t.add_row(e.name, "package" if e.shipped else "yours", "?", "?", f"damaged: {e.problem[:60]}")
             continue
-        t.add_row(e.name, "package" if e.shipped else "yours", e.head.model, f"{e.n:,}",
-                  "yes" if e.path in answering else "")
+        t.add_row(
+            e.name, "package" if e.shipped else "yours", e.head.model, f"{e.n:,}", "yes" if e.path in answering else ""
+        )
     Console(width=200).print(t)
 
 

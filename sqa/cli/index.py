@@ -18,29 +18,61 @@ from sqa.types import SqaError, SqaWarning
 
 @app.command("index")
 def index_command(
-    corpus: Annotated[Optional[list[str]], typer.Option("--corpus", help="mini (9,251 gold + 150,679 distractors = "
-                      "159,930 paragraphs; the default), strategyqa (gold only), full (the 36.6M-paragraph StrategyQA "
-                      "corpus: downloaded to $SQA_HOME/corpus first, resumably), or corpus file(s): full-corpus JSONL "
-                      "(plain/.gz) or strategyqa_train_paragraphs.json. Repeatable. --corpus full --corpus FILE: a "
-                      "copy of the full corpus on disk (no download).", show_default=False)] = None,
-    preset: Annotated[Optional[str], typer.Option("--preset", hidden=True, help="The old spelling of --corpus NAME.")]
-    = None,
-    corpus_url: Annotated[Optional[str], typer.Option("--corpus-url", help="Where --corpus full downloads the corpus from (default: $SQA_CORPUS_URL, else the StrategyQA release).", show_default=False)] = None,
+    corpus: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--corpus",
+            help="mini (9,251 gold + 150,679 distractors = "
+            "159,930 paragraphs; the default), strategyqa (gold only), full (the 36.6M-paragraph StrategyQA "
+            "corpus: downloaded to $SQA_HOME/corpus first, resumably), or corpus file(s): full-corpus JSONL "
+            "(plain/.gz) or strategyqa_train_paragraphs.json. Repeatable. --corpus full --corpus FILE: a "
+            "copy of the full corpus on disk (no download).",
+            show_default=False,
+        ),
+    ] = None,
+    preset: Annotated[
+        Optional[str], typer.Option("--preset", hidden=True, help="The old spelling of --corpus NAME.")
+    ] = None,
+    corpus_url: Annotated[
+        Optional[str],
+        typer.Option(
+            "--corpus-url",
+            help="Where --corpus full downloads the corpus from (default: $SQA_CORPUS_URL, else the StrategyQA release).",
+            show_default=False,
+        ),
+    ] = None,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
-    strict: Annotated[bool, typer.Option(help="Stop at the first malformed line instead of skipping and counting it.")] = False,
-    fresh: Annotated[bool, typer.Option(help="Delete the index in --index-dir (and its checkpoint) first; only a directory "
-                                             "that sqa recognises as its index is touched, and only the index's files.")] = False,
+    strict: Annotated[
+        bool, typer.Option(help="Stop at the first malformed line instead of skipping and counting it.")
+    ] = False,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            help="Delete the index in --index-dir (and its checkpoint) first; only a directory "
+            "that sqa recognises as its index is touched, and only the index's files."
+        ),
+    ] = False,
     es_index: Annotated[str, typer.Option(help="Elasticsearch index name (elasticsearch backend).")] = "sqa-paragraphs",
     es_workers: Annotated[int, typer.Option(help="Parallel bulk workers (elasticsearch backend).")] = 4,
-    commit_every: Annotated[Optional[int], typer.Option(help="Paragraphs between checkpoints (resume granularity); default 5,000,000 (embedded) or 200,000 (elasticsearch).", show_default=False)] = None,
+    commit_every: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Paragraphs between checkpoints (resume granularity); default 5,000,000 (embedded) or 200,000 (elasticsearch).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Build the BM25 paragraph index once; re-running after an interruption resumes it."""
     from sqa.api.index import BuildProgress, build_index_dir, corpus_files
 
     if preset is not None:  # the old spelling: `sqa index --preset NAME` is `--corpus NAME`
-        warnings.warn(f"`sqa index --preset {preset}` is now `sqa index --corpus {preset}` (--preset names reader "
-                      "configurations in ask and eval)", SqaWarning, stacklevel=1)
+        warnings.warn(
+            f"`sqa index --preset {preset}` is now `sqa index --corpus {preset}` (--preset names reader "
+            "configurations in ask and eval)",
+            SqaWarning,
+            stacklevel=1,
+        )
         if corpus and preset != "full":
             raise SqaError(f"give either --corpus or the old --preset {preset}, not both")
         corpus = [preset, *(corpus or [])]
@@ -65,9 +97,16 @@ def index_command(
         elif skipped[0] == 21:
             console.print("[yellow]more malformed lines skipped; the count is in the summary[/]")
 
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-                  disable=not console.is_terminal and not sys.stderr.isatty()) as progress:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not console.is_terminal and not sys.stderr.isatty(),
+    ) as progress:
         tasks: dict = {}
 
         def on_progress(p) -> None:
@@ -78,12 +117,26 @@ def index_command(
                 tasks[key] = progress.add_task(desc, total=p.file_bytes if build else p.total, info="")
             if build:
                 rate = p.indexed / p.seconds if p.seconds else 0.0
-                progress.update(tasks[key], completed=p.bytes_read, info=f"{p.indexed:>12,} paragraphs  {rate:>8,.0f}/s")
+                progress.update(
+                    tasks[key], completed=p.bytes_read, info=f"{p.indexed:>12,} paragraphs  {rate:>8,.0f}/s"
+                )
             else:
                 progress.update(tasks[key], completed=p.done, total=p.total)
 
-        build_index_dir(files, resolve_index_dir(index_dir), backend, name=name, download=download,
-                        corpus_url=corpus_url, strict=strict, fresh=fresh, commit_every=commit_every, es_index=es_index,
-                        es_workers=es_workers, progress=on_progress, on_skip=on_skip,
-                        on_note=lambda line: console.print(line, highlight=False, markup=False),
-                        on_built=lambda report: typer.echo(report.summary()))
+        build_index_dir(
+            files,
+            resolve_index_dir(index_dir),
+            backend,
+            name=name,
+            download=download,
+            corpus_url=corpus_url,
+            strict=strict,
+            fresh=fresh,
+            commit_every=commit_every,
+            es_index=es_index,
+            es_workers=es_workers,
+            progress=on_progress,
+            on_skip=on_skip,
+            on_note=lambda line: console.print(line, highlight=False, markup=False),
+            on_built=lambda report: typer.echo(report.summary()),
+        )

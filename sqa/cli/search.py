@@ -24,7 +24,9 @@ def snippet(text: str, width: int = 160) -> str:
 def search_command(
     query: Annotated[str, typer.Argument(help="Free-text query.")],
     k: Annotated[int, typer.Option("-k", "--k", help="Number of paragraphs (top-k).")] = 10,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of {evidence_id, score, title, section, text}.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list of {evidence_id, score, title, section, text}.")
+    ] = False,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
 ) -> None:
@@ -40,9 +42,22 @@ def search_command(
     with Index(resolve_index_dir(index_dir), backend) as index:
         hits = index.search(query, k)
     if as_json:
-        typer.echo(json.dumps([{"evidence_id": h.evidence_id, "score": h.score, "title": h.paragraph.title,
-                                "section": h.paragraph.section, "text": h.paragraph.text} for h in hits],
-                              ensure_ascii=False, indent=1))
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "evidence_id": h.evidence_id,
+                        "score": h.score,
+                        "title": h.paragraph.title,
+                        "section": h.paragraph.section,
+                        "text": h.paragraph.text,
+                    }
+                    for h in hits
+                ],
+                ensure_ascii=False,
+                indent=1,
+            )
+        )
         return
     table = Table(title=f"top {k} for {query!r}", show_lines=True)
     table.add_column("rank", justify="right")
@@ -52,6 +67,11 @@ def search_command(
     table.add_column("snippet")
     for h in hits:
         p = h.paragraph
-        table.add_row(str(h.rank), f"{h.score:.2f}", p.evidence_id, p.title + (f" / {p.section}" if p.section else ""),
-                      snippet(p.text))
+        table.add_row(
+            str(h.rank),
+            f"{h.score:.2f}",
+            p.evidence_id,
+            p.title + (f" / {p.section}" if p.section else ""),
+            snippet(p.text),
+        )
     Console().print(table)

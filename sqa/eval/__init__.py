@@ -18,12 +18,26 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "accuracy": "metrics", "recall_at_k": "metrics", "mean_recall_at_k": "metrics", "mean_sari": "metrics",
-    "load_predictions": "leaderboard", "validate_predictions": "leaderboard", "write_predictions": "leaderboard",
+    "accuracy": "metrics",
+    "recall_at_k": "metrics",
+    "mean_recall_at_k": "metrics",
+    "mean_sari": "metrics",
+    "load_predictions": "leaderboard",
+    "validate_predictions": "leaderboard",
+    "write_predictions": "leaderboard",
     "score_predictions": "leaderboard",
-    "EvalOptions": "options", "EvalProgress": "runner", "EvalSummary": "run_metrics", "FewShotPool": "fewshot",
-    "plan_fewshot": "fewshot", "fold_of": "fewshot", "run_eval": "runner", "finalize_run": "run_metrics",
-    "read_traces": "rundir", "select_questions": "options", "compare_runs": "compare", "Comparison": "compare",
+    "EvalOptions": "options",
+    "EvalProgress": "runner",
+    "EvalSummary": "run_metrics",
+    "FewShotPool": "fewshot",
+    "plan_fewshot": "fewshot",
+    "fold_of": "fewshot",
+    "run_eval": "runner",
+    "finalize_run": "run_metrics",
+    "read_traces": "rundir",
+    "select_questions": "options",
+    "compare_runs": "compare",
+    "Comparison": "compare",
 }
 
 __all__ = sorted(_EXPORTS)

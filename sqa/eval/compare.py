@@ -117,9 +117,14 @@ class Comparison:
 
     def to_dict(self) -> dict:
         """JSON-serialisable: n, seed, resamples, runs, pairs (the ``sqa compare --json`` object)."""
-        return {"n": len(self.qids), "seed": self.seed, "resamples": self.resamples,
-                "interval": "Accuracy: normal approximation; differences: paired bootstrap percentile",
-                "runs": [asdict(r) for r in self.runs], "pairs": [asdict(p) for p in self.pairs]}
+        return {
+            "n": len(self.qids),
+            "seed": self.seed,
+            "resamples": self.resamples,
+            "interval": "Accuracy: normal approximation; differences: paired bootstrap percentile",
+            "runs": [asdict(r) for r in self.runs],
+            "pairs": [asdict(p) for p in self.pairs],
+        }
 
 
 def _read_trace_records(run_dir: Path) -> dict[str, dict] | None:
@@ -158,8 +163,10 @@ def load_run(path: str | Path) -> RunData:
             raise SqaError(f"{run_dir}: neither {TRACES_FILE}(.xz) nor predictions.json; nothing to compare")
         from sqa.eval.leaderboard import load_predictions
 
-        records = {qid: {"qid": qid, "answer": p["answer"], "p_yes": None, "paragraphs": p.get("paragraphs", [])}
-                   for qid, p in load_predictions(pred).items()}
+        records = {
+            qid: {"qid": qid, "answer": p["answer"], "p_yes": None, "paragraphs": p.get("paragraphs", [])}
+            for qid, p in load_predictions(pred).items()
+        }
     split = opts.get("split", "dev")
     known = {q.qid: q for q in load_questions(split)} if split != "custom" else {}
     retrieved = opts.get("retrieval", True) or bool(opts.get("oracle"))
@@ -171,12 +178,19 @@ def load_run(path: str | Path) -> RunData:
         if gold is None:
             continue
         answer = bool(rec.get("answer"))
-        rows[qid] = {"qid": qid, "question": q.question if q else rec.get("question", ""), "gold": gold,
-                     "answer": answer, "correct": answer == gold, "p_yes": rec.get("p_yes"),
-                     "calibrated": record_calibrated(rec),
-                     "recall": recall_at_k(q.evidence, rec.get("paragraphs") or []) if has_recall and q else None}
-    return RunData(path=run_dir, name=run_dir.name or str(run_dir), run=run, rows=rows, has_recall=has_recall,
-                   records=records)
+        rows[qid] = {
+            "qid": qid,
+            "question": q.question if q else rec.get("question", ""),
+            "gold": gold,
+            "answer": answer,
+            "correct": answer == gold,
+            "p_yes": rec.get("p_yes"),
+            "calibrated": record_calibrated(rec),
+            "recall": recall_at_k(q.evidence, rec.get("paragraphs") or []) if has_recall and q else None,
+        }
+    return RunData(
+        path=run_dir, name=run_dir.name or str(run_dir), run=run, rows=rows, has_recall=has_recall, records=records
+    )
 
 
 def _bootstrap_interval(diffs, rng, resamples: int) -> list[float]:
@@ -189,7 +203,7 @@ def _bootstrap_interval(diffs, rng, resamples: int) -> list[float]:
     chunk = max(1, 2_000_000 // max(n, 1))
     for start in range(0, resamples, chunk):
         m = min(chunk, resamples - start)
-        means[start:start + m] = d[rng.integers(0, n, size=(m, n))].mean(axis=1)
+        means[start : start + m] = d[rng.integers(0, n, size=(m, n))].mean(axis=1)
     lo, hi = np.percentile(means, [2.5, 97.5])
     return [round(float(lo), 4), round(float(hi), 4)]
 
@@ -243,11 +257,19 @@ def compare_loaded(runs: Sequence[RunData], seed: int = SEED, resamples: int = R
     stats = []
     for r in runs:
         rows = [r.rows[q] for q in qids]
-        stats.append(RunStats(
-            name=r.name, path=str(r.path), label=r.label, n_answered=len(r.rows), left_out=len(r.rows) - len(qids),
-            correct=sum(x["correct"] for x in rows), accuracy=sum(x["correct"] for x in rows) / len(rows),
-            interval95=accuracy_interval95(rows),
-            recall=sum(x["recall"] for x in rows) / len(rows) if r.has_recall else None))
+        stats.append(
+            RunStats(
+                name=r.name,
+                path=str(r.path),
+                label=r.label,
+                n_answered=len(r.rows),
+                left_out=len(r.rows) - len(qids),
+                correct=sum(x["correct"] for x in rows),
+                accuracy=sum(x["correct"] for x in rows) / len(rows),
+                interval95=accuracy_interval95(rows),
+                recall=sum(x["recall"] for x in rows) / len(rows) if r.has_recall else None,
+            )
+        )
     pairs = []
     for i in range(len(runs)):
         for j in range(i + 1, len(runs)):
@@ -258,18 +280,32 @@ def compare_loaded(runs: Sequence[RunData], seed: int = SEED, resamples: int = R
             only_b = int(((ca == 0) & (cb == 1)).sum())
             rng = np.random.default_rng(seed)
             pair = PairStats(
-                a=a.name, b=b.name, n=len(qids), accuracy_a=float(ca.mean()), accuracy_b=float(cb.mean()),
-                difference=float(ca.mean() - cb.mean()), interval95=_bootstrap_interval(ca - cb, rng, resamples),
-                only_a=only_a, only_b=only_b, both_right=int(((ca == 1) & (cb == 1)).sum()),
-                both_wrong=int(((ca == 0) & (cb == 0)).sum()), mcnemar_p=mcnemar_exact(only_a, only_b))
+                a=a.name,
+                b=b.name,
+                n=len(qids),
+                accuracy_a=float(ca.mean()),
+                accuracy_b=float(cb.mean()),
+                difference=float(ca.mean() - cb.mean()),
+                interval95=_bootstrap_interval(ca - cb, rng, resamples),
+                only_a=only_a,
+                only_b=only_b,
+                both_right=int(((ca == 1) & (cb == 1)).sum()),
+                both_wrong=int(((ca == 0) & (cb == 0)).sum()),
+                mcnemar_p=mcnemar_exact(only_a, only_b),
+            )
             if a.has_recall and b.has_recall:
                 ra = np.array([a.rows[q]["recall"] for q in qids])
                 rb = np.array([b.rows[q]["recall"] for q in qids])
                 d = ra - rb
-                pair.recall = {"a": float(ra.mean()), "b": float(rb.mean()), "difference": float(d.mean()),
-                               "interval95": _bootstrap_interval(d, np.random.default_rng(seed), resamples),
-                               "higher_a": int((d > 0).sum()), "higher_b": int((d < 0).sum()),
-                               "wilcoxon_p": _wilcoxon(d.tolist())}
+                pair.recall = {
+                    "a": float(ra.mean()),
+                    "b": float(rb.mean()),
+                    "difference": float(d.mean()),
+                    "interval95": _bootstrap_interval(d, np.random.default_rng(seed), resamples),
+                    "higher_a": int((d > 0).sum()),
+                    "higher_b": int((d < 0).sum()),
+                    "wilcoxon_p": _wilcoxon(d.tolist()),
+                }
             pairs.append(pair)
     return Comparison(qids=qids, runs=stats, pairs=pairs, seed=seed, resamples=resamples, data=list(runs))
 

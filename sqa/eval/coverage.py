@@ -52,8 +52,9 @@ def coverage_metrics(rows: Sequence[dict]) -> dict | None:
         return None
     calibrated = all(r.get("calibrated", True) for r in rows if r.get("correct") is not None)
     how = "calibrated by the answer head" if calibrated else "the model's own P(yes), uncalibrated"
-    return {"at": [accuracy_at(correct, c) for c in COVERAGES],
-            "curve": [accuracy_at(correct, k / CURVE_STEPS) for k in range(1, CURVE_STEPS + 1)],
-            "calibrated": calibrated,
-            "note": "answering only the most confident share of the questions, by max(P(yes), 1 - P(yes)) "
-                    f"({how})"}
+    return {
+        "at": [accuracy_at(correct, c) for c in COVERAGES],
+        "curve": [accuracy_at(correct, k / CURVE_STEPS) for k in range(1, CURVE_STEPS + 1)],
+        "calibrated": calibrated,
+        "note": f"answering only the most confident share of the questions, by max(P(yes), 1 - P(yes)) ({how})",
+    }

@@ -45,12 +45,19 @@ class FewShotPool:
     def describe(self) -> dict:
         """JSON description: name, source split, excluded fold, size and sha1 of the sorted qids."""
         digest = hashlib.sha1("\n".join(sorted(q.qid for q in self.questions)).encode()).hexdigest()
-        return {"name": self.name, "source_split": self.source_split, "excluded_fold": self.fold,
-                "folds": self.folds, "n": len(self.questions), "qids_sha1": digest}
+        return {
+            "name": self.name,
+            "source_split": self.source_split,
+            "excluded_fold": self.fold,
+            "folds": self.folds,
+            "n": len(self.questions),
+            "qids_sha1": digest,
+        }
 
 
-def plan_fewshot(split: str, questions: Sequence[Question],
-                 folds: int = DEFAULT_FOLDS) -> list[tuple[FewShotPool, list[Question]]]:
+def plan_fewshot(
+    split: str, questions: Sequence[Question], folds: int = DEFAULT_FOLDS
+) -> list[tuple[FewShotPool, list[Question]]]:
     """Group ``questions`` (of ``split``) by the few-shot pool they must use; see the module doc.
 
     Returns ``[(pool, questions answered with it)]`` with questions kept in the given order within a
@@ -84,8 +91,10 @@ def plan_fewshot(split: str, questions: Sequence[Question],
         else:
             pool = pools.setdefault("train-2061", FewShotPool("train-2061", tuple(t2061), "train-2061"))
         if q.qid in pool.qids:
-            raise SqaError(f"question {q.qid} would be among its own few-shot examples (pool {pool.name}); "
-                           "check sqa/_data/strategyqa/split_qids.json.xz")
+            raise SqaError(
+                f"question {q.qid} would be among its own few-shot examples (pool {pool.name}); "
+                "check sqa/_data/strategyqa/split_qids.json.xz"
+            )
         groups.setdefault(pool.name, []).append(q)
     return [(pools[name], qs) for name, qs in groups.items()]
 
@@ -97,9 +106,13 @@ def fewshot_description(split: str, folds: int = DEFAULT_FOLDS) -> dict:
     elif split in ("dev", "test"):
         rule = f"every {split} question: examples from train-2061 (2,061 questions, disjoint from {split})"
     elif split == "train-2061":
-        rule = (f"cross-fitting over train-2061: fold = sha1(qid)[:8] mod {folds}; a question of fold f "
-                f"draws examples from train-2061 minus fold f")
+        rule = (
+            f"cross-fitting over train-2061: fold = sha1(qid)[:8] mod {folds}; a question of fold f "
+            f"draws examples from train-2061 minus fold f"
+        )
     else:
-        rule = (f"cross-fitting over train (2,290): fold = sha1(qid)[:8] mod {folds}; a question of fold f "
-                f"draws examples from train minus fold f" + ("; test questions from train-2061" if split == "all" else ""))
+        rule = (
+            f"cross-fitting over train (2,290): fold = sha1(qid)[:8] mod {folds}; a question of fold f "
+            f"draws examples from train minus fold f" + ("; test questions from train-2061" if split == "all" else "")
+        )
     return {"rule": rule, "folds": folds if split in ("train", "all", "train-2061") else None}

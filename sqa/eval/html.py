@@ -52,39 +52,71 @@ def _cell(rec: dict, q: Question | None, has_recall: bool) -> dict:
     gold = q.answer if q is not None else (rec.get("eval") or {}).get("gold")
     answer = bool(rec.get("answer"))
     p = rec.get("p_yes")
-    steps = [{"question": s.get("question", ""), "answer": s.get("answer"),
-              "evidence": [(e, e in gold_ids) for e in s.get("evidence", [])]} for s in rec.get("steps") or []]
+    steps = [
+        {
+            "question": s.get("question", ""),
+            "answer": s.get("answer"),
+            "evidence": [(e, e in gold_ids) for e in s.get("evidence", [])],
+        }
+        for s in rec.get("steps") or []
+    ]
     return {
-        "gold": gold, "answer": answer, "correct": None if gold is None else answer == gold,
-        "p_yes": None if p is None else float(p), "calibrated": record_calibrated(rec),
+        "gold": gold,
+        "answer": answer,
+        "correct": None if gold is None else answer == gold,
+        "p_yes": None if p is None else float(p),
+        "calibrated": record_calibrated(rec),
         "confidence": None if p is None else (float(p) if answer else 1 - float(p)),
         "recall": recall_at_k(q.evidence, rec.get("paragraphs") or []) if has_recall and q is not None else None,
         "paragraphs": [(e, e in gold_ids) for e in rec.get("paragraphs") or []],
-        "facts": [{"text": f.get("text", ""), "source": f.get("source", ""), "ref": f.get("ref", "")}
-                  for f in rec.get("facts") or []],
-        "steps": steps, "decision": rec.get("decision", ""), "head": rec.get("head", ""),
+        "facts": [
+            {"text": f.get("text", ""), "source": f.get("source", ""), "ref": f.get("ref", "")}
+            for f in rec.get("facts") or []
+        ],
+        "steps": steps,
+        "decision": rec.get("decision", ""),
+        "head": rec.get("head", ""),
     }
 
 
-def run_view(name: str, label: str, records: dict[str, dict], questions: dict[str, Question], has_recall: bool,
-             index: int = 0, facts: dict[str, str] | None = None) -> RunView:
+def run_view(
+    name: str,
+    label: str,
+    records: dict[str, dict],
+    questions: dict[str, Question],
+    has_recall: bool,
+    index: int = 0,
+    facts: dict[str, str] | None = None,
+) -> RunView:
     """A :class:`RunView` from a run's trace records (``{qid: record}``) and the questions by qid."""
     cells = {qid: _cell(rec, questions.get(qid), has_recall) for qid, rec in records.items()}
-    rows = [{"confidence": c["confidence"], "correct": c["correct"], "calibrated": c["calibrated"]}
-            for c in cells.values() if c["confidence"] is not None]
+    rows = [
+        {"confidence": c["confidence"], "correct": c["correct"], "calibrated": c["calibrated"]}
+        for c in cells.values()
+        if c["confidence"] is not None
+    ]
     labelled = [c for c in cells.values() if c["correct"] is not None]
     cov = coverage_metrics(rows)
     headline = dict(facts or {})
     if labelled and "Accuracy" not in headline:
         headline["Accuracy"] = f"{sum(c['correct'] for c in labelled) / len(labelled):.3f} ({len(labelled)} questions)"
     if cov:
-        headline.update({f"Accuracy at {a['coverage']:.0%} coverage": f"{a['Accuracy']:.3f} ({a['n']})"
-                         for a in cov["at"][:2]})
+        headline.update(
+            {f"Accuracy at {a['coverage']:.0%} coverage": f"{a['Accuracy']:.3f} ({a['n']})" for a in cov["at"][:2]}
+        )
         headline["P(yes)"] = "calibrated (answer head)" if cov["calibrated"] else "the model's own, uncalibrated"
-    return RunView(name=name, label=label, colour=COLOURS[index % len(COLOURS)], facts=headline,
-                   has_recall=has_recall, has_steps=any(c["steps"] for c in cells.values()),
-                   has_facts=any(c["facts"] for c in cells.values()), cells=cells,
-                   bins=calibration_bins(rows), curve=cov["curve"] if cov else None)
+    return RunView(
+        name=name,
+        label=label,
+        colour=COLOURS[index % len(COLOURS)],
+        facts=headline,
+        has_recall=has_recall,
+        has_steps=any(c["steps"] for c in cells.values()),
+        has_facts=any(c["facts"] for c in cells.values()),
+        cells=cells,
+        bins=calibration_bins(rows),
+        curve=cov["curve"] if cov else None,
+    )
 
 
 def _rows(views: Sequence[RunView], order: Sequence[str], questions: dict[str, Question]) -> list[dict]:
@@ -100,29 +132,61 @@ def _rows(views: Sequence[RunView], order: Sequence[str], questions: dict[str, Q
         wrong = labelled and not all(corr)
         conf = max((c["confidence"] or 0) for c in cells if c["correct"] is False) if wrong else 0
         rank = 0 if disagree else 1 if wrong else 2 if labelled else 3
-        rows.append({"qid": qid, "question": q.question if q else "", "gold": cells[0]["gold"],
-                     "cells": cells, "correct": labelled and all(corr), "incorrect": wrong, "disagreeing": disagree,
-                     "sort": (rank, -conf, i)})
+        rows.append(
+            {
+                "qid": qid,
+                "question": q.question if q else "",
+                "gold": cells[0]["gold"],
+                "cells": cells,
+                "correct": labelled and all(corr),
+                "incorrect": wrong,
+                "disagreeing": disagree,
+                "sort": (rank, -conf, i),
+            }
+        )
     rows.sort(key=lambda r: r["sort"])
     return rows
 
 
-def render(title: str, subtitle: str, views: Sequence[RunView], order: Sequence[str], questions: dict[str, Question],
-           pairs: Sequence[dict] = (), notes: Sequence[str] = (), baseline: float | None = None) -> str:
+def render(
+    title: str,
+    subtitle: str,
+    views: Sequence[RunView],
+    order: Sequence[str],
+    questions: dict[str, Question],
+    pairs: Sequence[dict] = (),
+    notes: Sequence[str] = (),
+    baseline: float | None = None,
+) -> str:
     """The page's HTML text."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("sqa.eval", "templates"), autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("sqa.eval", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
     names = [v.name for v in views]
-    charts = [jinja2.utils.markupsafe.Markup(reliability_svg(names, [v.bins for v in views])),
-              jinja2.utils.markupsafe.Markup(coverage_svg(names, [v.curve for v in views], baseline))]
+    charts = [
+        jinja2.utils.markupsafe.Markup(reliability_svg(names, [v.bins for v in views])),
+        jinja2.utils.markupsafe.Markup(coverage_svg(names, [v.curve for v in views], baseline)),
+    ]
     return env.get_template(TEMPLATE).render(
-        title=title, subtitle=subtitle, views=views, rows=_rows(views, order, questions), pairs=list(pairs),
-        notes=list(notes), charts=charts, comparison=len(views) > 1,
-        any_recall=any(v.has_recall for v in views), any_steps=any(v.has_steps for v in views),
+        title=title,
+        subtitle=subtitle,
+        views=views,
+        rows=_rows(views, order, questions),
+        pairs=list(pairs),
+        notes=list(notes),
+        charts=charts,
+        comparison=len(views) > 1,
+        any_recall=any(v.has_recall for v in views),
+        any_steps=any(v.has_steps for v in views),
         any_facts=any(v.has_facts for v in views),
-        any_evidence=any(c["paragraphs"] for v in views for c in v.cells.values()))
+        any_evidence=any(c["paragraphs"] for v in views for c in v.cells.values()),
+    )
 
 
 def _write(path: Path, text: str) -> Path:
@@ -144,22 +208,43 @@ def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question
     opts = metrics.get("options") or {}
     name = opts.get("preset") or metrics.get("reader") or "run"
     qs = metrics.get("question_set")
-    facts = {"Accuracy": (f"{metrics['Accuracy']:.3f}" + (f" (95 % interval {metrics['Accuracy_interval95'][0]:.3f}–"
-                                                          f"{metrics['Accuracy_interval95'][1]:.3f})"
-                                                          if metrics.get("Accuracy_interval95") else "")
-                          if metrics.get("Accuracy") is not None else "–"),
-             "questions": f"{metrics['n']} of {metrics['n_questions']}"}
+    facts = {
+        "Accuracy": (
+            f"{metrics['Accuracy']:.3f}"
+            + (
+                f" (95 % interval {metrics['Accuracy_interval95'][0]:.3f}–{metrics['Accuracy_interval95'][1]:.3f})"
+                if metrics.get("Accuracy_interval95")
+                else ""
+            )
+            if metrics.get("Accuracy") is not None
+            else "–"
+        ),
+        "questions": f"{metrics['n']} of {metrics['n_questions']}",
+    }
     if has_recall(metrics):
         facts["Recall@10"] = f"{metrics['Recall@10']:.3f}"
     if metrics.get("ECE") is not None:
         facts["ECE (10 bins)"] = f"{metrics['ECE']:.3f}"
-    view = run_view(name, f"{metrics.get('model')}", {q: done[q] for q in order}, by_id, has_recall(metrics),
-                    facts=facts)
-    subtitle = (f"{metrics['split']}{', ' + qs['protocol'] if qs else ''}: model {metrics.get('model')}, preset "
-                f"{name}, final answer {metrics.get('final_answer') or metrics.get('answering') or '?'}")
+    view = run_view(
+        name, f"{metrics.get('model')}", {q: done[q] for q in order}, by_id, has_recall(metrics), facts=facts
+    )
+    subtitle = (
+        f"{metrics['split']}{', ' + qs['protocol'] if qs else ''}: model {metrics.get('model')}, preset "
+        f"{name}, final answer {metrics.get('final_answer') or metrics.get('answering') or '?'}"
+    )
     notes = [metrics["oracle_note"]] if metrics.get("oracle_note") else []
-    return _write(path, render(f"sqa eval {name} – {metrics['split']}", subtitle, [view], order, by_id, notes=notes,
-                               baseline=(metrics.get("majority_baseline") or {}).get("Accuracy")))
+    return _write(
+        path,
+        render(
+            f"sqa eval {name} – {metrics['split']}",
+            subtitle,
+            [view],
+            order,
+            by_id,
+            notes=notes,
+            baseline=(metrics.get("majority_baseline") or {}).get("Accuracy"),
+        ),
+    )
 
 
 def write_comparison_html(path: str | Path, comparison) -> Path:
@@ -172,13 +257,31 @@ def write_comparison_html(path: str | Path, comparison) -> Path:
         split = d.options.get("split", "dev")
         if split != "custom":
             questions.update({q.qid: q for q in load_questions(split) if q.qid in d.rows})
-    views = [run_view(s.name, s.label, {q: d.records[q] for q in comparison.qids}, questions, d.has_recall, i,
-                      facts={"Accuracy": f"{s.accuracy:.3f} ({s.interval95[0]:.3f}–{s.interval95[1]:.3f})",
-                             "left out": str(s.left_out), **({"Recall@10": f"{s.recall:.3f}"} if s.recall is not None
-                                                            else {})})
-             for i, (s, d) in enumerate(zip(comparison.runs, comparison.data))]
+    views = [
+        run_view(
+            s.name,
+            s.label,
+            {q: d.records[q] for q in comparison.qids},
+            questions,
+            d.has_recall,
+            i,
+            facts={
+                "Accuracy": f"{s.accuracy:.3f} ({s.interval95[0]:.3f}–{s.interval95[1]:.3f})",
+                "left out": str(s.left_out),
+                **({"Recall@10": f"{s.recall:.3f}"} if s.recall is not None else {}),
+            },
+        )
+        for i, (s, d) in enumerate(zip(comparison.runs, comparison.data))
+    ]
     n = len(comparison.qids)
-    return _write(path, render(f"sqa compare: {len(views)} runs on {n} questions",
-                               f"paired bootstrap ({comparison.resamples:,} resamples, seed {comparison.seed}); "
-                               "McNemar's exact test", views, comparison.qids, questions,
-                               pairs=[p.__dict__ for p in comparison.pairs]))
+    return _write(
+        path,
+        render(
+            f"sqa compare: {len(views)} runs on {n} questions",
+            f"paired bootstrap ({comparison.resamples:,} resamples, seed {comparison.seed}); McNemar's exact test",
+            views,
+            comparison.qids,
+            questions,
+            pairs=[p.__dict__ for p in comparison.pairs],
+        ),
+    )

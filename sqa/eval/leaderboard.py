@@ -32,7 +32,7 @@ def validate_predictions(data, source: str = "<predictions>") -> dict[str, dict]
     keys: set[str] | None = None
     for qid, entry in data.items():
         if not isinstance(entry, dict):
-            raise BadInput(f"{source}: entry {qid!r} is not an object; write {{\"answer\": true, ...}}")
+            raise BadInput(f'{source}: entry {qid!r} is not an object; write {{"answer": true, ...}}')
         unknown = set(entry) - set(KEYS)
         if unknown:
             raise BadInput(f"{source}: entry {qid!r} has unknown key(s) {sorted(unknown)}; allowed: {', '.join(KEYS)}")
@@ -44,8 +44,10 @@ def validate_predictions(data, source: str = "<predictions>") -> dict[str, dict]
         if keys is None:
             keys = set(entry)
         elif set(entry) != keys:
-            raise BadInput(f"{source}: entry {qid!r} has keys {sorted(entry)} but earlier entries have {sorted(keys)}; "
-                           "every entry must predict the same things")
+            raise BadInput(
+                f"{source}: entry {qid!r} has keys {sorted(entry)} but earlier entries have {sorted(keys)}; "
+                "every entry must predict the same things"
+            )
     return data
 
 
@@ -59,7 +61,9 @@ def load_predictions(path: str | Path) -> dict[str, dict]:
     except FileNotFoundError:
         raise BadInput(f"{path}: predictions file not found; check the path") from None
     except IsADirectoryError:
-        raise BadInput(f"{path}: is a directory; give the predictions JSON file (e.g. {path}/predictions.json)") from None
+        raise BadInput(
+            f"{path}: is a directory; give the predictions JSON file (e.g. {path}/predictions.json)"
+        ) from None
     except PermissionError:
         raise BadInput(f"{path}: permission denied reading the predictions file; check its permissions") from None
     except UnicodeDecodeError as e:
@@ -67,13 +71,14 @@ def load_predictions(path: str | Path) -> dict[str, dict]:
     except json.JSONDecodeError as e:
         raise BadInput(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     except RecursionError:  # issue 41 item 10: thousands of nested brackets
-        raise BadInput(f"{path}: nested too deeply to be a predictions file (JSON arrays/objects inside each other "
-                       "thousands of times); a predictions file is {qid: {answer, decomposition, paragraphs}}") from None
+        raise BadInput(
+            f"{path}: nested too deeply to be a predictions file (JSON arrays/objects inside each other "
+            "thousands of times); a predictions file is {qid: {answer, decomposition, paragraphs}}"
+        ) from None
     return validate_predictions(data, str(path))
 
 
-def predictions_to_leaderboard(predictions: Iterable[Prediction],
-                               keys: Sequence[str] = KEYS) -> dict[str, dict]:
+def predictions_to_leaderboard(predictions: Iterable[Prediction], keys: Sequence[str] = KEYS) -> dict[str, dict]:
     """``{qid: entry}`` from Predictions, keeping only ``keys`` (a subset of answer, decomposition,
     paragraphs)."""
     return {p.qid: {k: v for k, v in p.to_leaderboard().items() if k in keys} for p in predictions}
@@ -90,8 +95,12 @@ def write_predictions(predictions: dict[str, dict] | Iterable[Prediction], path:
     return path
 
 
-def score_predictions(predictions: dict[str, dict], questions: Sequence[Question],
-                      allow_missing: bool = False, source: str = "<predictions>") -> dict[str, float]:
+def score_predictions(
+    predictions: dict[str, dict],
+    questions: Sequence[Question],
+    allow_missing: bool = False,
+    source: str = "<predictions>",
+) -> dict[str, float]:
     """Score leaderboard predictions against gold ``questions`` (e.g.
     ``sqa.strategyqa.load_questions("dev")``) as the official evaluator does.
 
@@ -104,15 +113,21 @@ def score_predictions(predictions: dict[str, dict], questions: Sequence[Question
     gold = {q.qid: q for q in questions}
     extra = [qid for qid in predictions if qid not in gold]
     if extra:
-        raise BadInput(f"{source}: {len(extra)} prediction(s) for questions not in the gold set, e.g. {extra[0]!r}; "
-                       "score against the split they were made for")
+        raise BadInput(
+            f"{source}: {len(extra)} prediction(s) for questions not in the gold set, e.g. {extra[0]!r}; "
+            "score against the split they were made for"
+        )
     missing = [qid for qid in gold if qid not in predictions]
     if missing and not allow_missing:
-        raise BadInput(f"{source}: no prediction for {len(missing)} of {len(gold)} questions, e.g. {missing[0]!r}; "
-                       "finish the run or score with `sqa eval score --allow-missing`")
+        raise BadInput(
+            f"{source}: no prediction for {len(missing)} of {len(gold)} questions, e.g. {missing[0]!r}; "
+            "finish the run or score with `sqa eval score --allow-missing`"
+        )
     scored = [gold[qid] for qid in gold if qid in predictions]
     if any(q.answer is None for q in scored):
-        raise BadInput(f"{source}: the gold questions have no labels (test split?); only the official leaderboard scores them")
+        raise BadInput(
+            f"{source}: the gold questions have no labels (test split?); only the official leaderboard scores them"
+        )
     keys = set(next(iter(predictions.values()))) if predictions else set()
     out: dict[str, float] = {}
     if "answer" in keys:
@@ -125,6 +140,7 @@ def score_predictions(predictions: dict[str, dict], questions: Sequence[Question
         out["SARI"] = mean_sari(with_steps, {q.qid: predictions[q.qid]["decomposition"] for q in with_steps})
     if "paragraphs" in keys and with_evidence:
         out[METRIC_FOR_KEY["paragraphs"]] = mean_recall_at_k(
-            with_evidence, {q.qid: predictions[q.qid]["paragraphs"] for q in with_evidence})
+            with_evidence, {q.qid: predictions[q.qid]["paragraphs"] for q in with_evidence}
+        )
     out["count"] = len(scored)
     return out

@@ -48,8 +48,9 @@ def accuracy(pairs: Iterable[tuple[bool, bool]]) -> float:
     return _mean(float(p == g) for p, g in pairs)
 
 
-def mean_recall_at_k(questions: Sequence[Question], predicted: dict[str, Sequence[str]],
-                     k: int = RETRIEVAL_LIMIT) -> float:
+def mean_recall_at_k(
+    questions: Sequence[Question], predicted: dict[str, Sequence[str]], k: int = RETRIEVAL_LIMIT
+) -> float:
     """Mean Recall@k over ``questions``; ``predicted`` maps qid -> evidence IDs (best first).
     A question missing from ``predicted`` scores 0."""
     return _mean(recall_at_k(q.evidence, predicted.get(q.qid, ()), k) for q in questions)

@@ -73,10 +73,23 @@ class OofOptions:
 
     def eval_options(self) -> EvalOptions:
         """The run's identity as ``run.json`` records it (the ``head`` option names the protocol)."""
-        return EvalOptions(split=self.split, model=self.model, decomposition="question", k=self.k, backend=self.backend,
-                           folds=self.folds, limit=self.limit, batch_size=1, retrieval=self.retrieval, reader="facts",
-                           oracle=None, head=oof_head_identity(self.folds, self.kind), dataset=self.dataset,
-                           preset=self.preset, protocol=self.protocol)
+        return EvalOptions(
+            split=self.split,
+            model=self.model,
+            decomposition="question",
+            k=self.k,
+            backend=self.backend,
+            folds=self.folds,
+            limit=self.limit,
+            batch_size=1,
+            retrieval=self.retrieval,
+            reader="facts",
+            oracle=None,
+            head=oof_head_identity(self.folds, self.kind),
+            dataset=self.dataset,
+            preset=self.preset,
+            protocol=self.protocol,
+        )
 
 
 @dataclass
@@ -96,8 +109,9 @@ class OofProgress:
     message: str = ""
 
 
-def oof_pool(model: str, retrieval: bool, head: str | Path | None, split: str,
-             questions: Sequence[Question]) -> tuple[list[Question], dict] | None:
+def oof_pool(
+    model: str, retrieval: bool, head: str | Path | None, split: str, questions: Sequence[Question]
+) -> tuple[list[Question], dict] | None:
     """None when ``questions`` are answered by one head; else ``(pool, fact settings)`` for an
     out-of-fold run: ``pool`` = further questions the heads are fitted on (empty for train /
     train-2061 / all, whose own questions are; a head's ``fitted_qids`` when it was fitted on some
@@ -107,8 +121,10 @@ def oof_pool(model: str, retrieval: bool, head: str | Path | None, split: str,
 
     if split in TRAIN_SPLITS:
         if head is not None:
-            raise SqaError(f"--head with --split {split}: these questions are answered out-of-fold by heads fitted on the "
-                           "other folds; leave --head out (or evaluate that head on dev or test)")
+            raise SqaError(
+                f"--head with --split {split}: these questions are answered out-of-fold by heads fitted on the "
+                "other folds; leave --head out (or evaluate that head on dev or test)"
+            )
         return [], dict(OOF_SETTINGS)
     try:
         h = head_for(model, "facts" if retrieval else "plain", head)
@@ -122,17 +138,22 @@ def oof_pool(model: str, retrieval: bool, head: str | Path | None, split: str,
     if not overlap:
         return None
     if head is not None:
-        raise SqaError(f"--head {head}: it was fitted on {len(overlap)} of these questions (e.g. {overlap[0]}), so its "
-                       "accuracy there would be in-sample; leave --head out to answer them out-of-fold")
+        raise SqaError(
+            f"--head {head}: it was fitted on {len(overlap)} of these questions (e.g. {overlap[0]}), so its "
+            "accuracy there would be in-sample; leave --head out to answer them out-of-fold"
+        )
     from sqa.strategyqa import questions_by_id
 
     known = questions_by_id()
     facts = h.provenance.get("facts") or {}
-    return [known[q] for q in fitted if q in known], {"sentence_paragraphs": facts.get("sentence_paragraphs"),
-                                                     "wiki": facts.get("wiki", 3), "train": facts.get("train", 2),
-                                                     "max_words": facts.get("max_words", 40),
-                                                     "scorer": facts.get("scorer", "bm25"),
-                                                     "step_facts": facts.get("step_facts", 0)}
+    return [known[q] for q in fitted if q in known], {
+        "sentence_paragraphs": facts.get("sentence_paragraphs"),
+        "wiki": facts.get("wiki", 3),
+        "train": facts.get("train", 2),
+        "max_words": facts.get("max_words", 40),
+        "scorer": facts.get("scorer", "bm25"),
+        "step_facts": facts.get("step_facts", 0),
+    }
 
 
 ProgressCallback = Callable[[OofProgress], None]
@@ -143,9 +164,20 @@ def oof_head_identity(folds: int, kind: str = "facts") -> str:
     return f"out-of-fold, {folds} term-grouped folds ({kind} head)"
 
 
-def run_oof(options: EvalOptions, out_dir: str | Path, questions: Sequence[Question], records: dict[str, dict],
-            *, pool: Sequence[Question] = (), model: str, model_sha256: str | None, provenance: dict,
-            index_info: dict | None = None, kind: str = "facts", log=lambda s: None) -> tuple[EvalSummary, CrossFit]:
+def run_oof(
+    options: EvalOptions,
+    out_dir: str | Path,
+    questions: Sequence[Question],
+    records: dict[str, dict],
+    *,
+    pool: Sequence[Question] = (),
+    model: str,
+    model_sha256: str | None,
+    provenance: dict,
+    index_info: dict | None = None,
+    kind: str = "facts",
+    log=lambda s: None,
+) -> tuple[EvalSummary, CrossFit]:
     """Cross-fit ``questions`` (+ ``pool``: further labelled questions the heads are fitted on,
     e.g. a head's ``fitted_qids`` when dev is evaluated; not written to the run) from their features
     ``records`` (qid -> ``QuestionFeatures.to_dict()``, every one present), write the run folder and
@@ -159,8 +191,17 @@ def run_oof(options: EvalOptions, out_dir: str | Path, questions: Sequence[Quest
     y = [by_id[qid].answer for qid in rows]
     groups = [by_id[qid].term or qid for qid in rows]
     trainable = [qid not in demos for qid in rows]
-    cf = crossfit(recs, y, groups, trainable, model=model, model_sha256=model_sha256, provenance=provenance,
-                  folds=options.folds, log=log)
+    cf = crossfit(
+        recs,
+        y,
+        groups,
+        trainable,
+        model=model,
+        model_sha256=model_sha256,
+        provenance=provenance,
+        folds=options.folds,
+        log=log,
+    )
     p = cf.p_facts if kind == "facts" and cf.p_facts is not None else cf.p_plain
     kind = "facts" if p is cf.p_facts else "plain"
     pos = {qid: i for i, qid in enumerate(rows)}
@@ -173,18 +214,35 @@ def run_oof(options: EvalOptions, out_dir: str | Path, questions: Sequence[Quest
         i = pos[q.qid]
         fold = int(cf.fold[i])
         # one read-out name for the run (report.md's "final answer"); the fold is in rec["eval"]["fold"]
-        decision = f"{kind} head:{' | '.join(specs)} ({cf.protocol})" if fold >= 0 else \
-            f"{kind} head:{final_spec} (final head, fitted on the labelled questions only)"
+        decision = (
+            f"{kind} head:{' | '.join(specs)} ({cf.protocol})"
+            if fold >= 0
+            else f"{kind} head:{final_spec} (final head, fitted on the labelled questions only)"
+        )
         qf = QuestionFeatures.from_dict({**records[q.qid], "states": {}})
-        r = features_result(q, qf, float(p[i]), decision, k=options.k, model_name=model,
-                            shows_facts=kind == "facts", retrieval=options.retrieval)
+        r = features_result(
+            q,
+            qf,
+            float(p[i]),
+            decision,
+            k=options.k,
+            model_name=model,
+            shows_facts=kind == "facts",
+            retrieval=options.retrieval,
+        )
         rec = r.to_dict()
         rec["qid"] = q.qid
         secs = qf.seconds
-        rec["eval"] = {"gold": q.answer, "correct": None if q.answer is None else bool(r.answer) == q.answer,
-                       "fewshot_pool": "fixed demonstrations", "fold": fold, "demonstration": q.qid in demos,
-                       "seconds": round(sum(v for k, v in secs.items() if k in ("read", "select", "decompose")), 4),
-                       "batch_size": 1, "written_at": now()}
+        rec["eval"] = {
+            "gold": q.answer,
+            "correct": None if q.answer is None else bool(r.answer) == q.answer,
+            "fewshot_pool": "fixed demonstrations",
+            "fold": fold,
+            "demonstration": q.qid in demos,
+            "seconds": round(sum(v for k, v in secs.items() if k in ("read", "select", "decompose")), 4),
+            "batch_size": 1,
+            "written_at": now(),
+        }
         done[q.qid] = rec
         out_lines.append(rec)
     with TraceLog(out_dir / TRACES_FILE) as tl:  # derived from the features: rewritten whole
@@ -193,20 +251,30 @@ def run_oof(options: EvalOptions, out_dir: str | Path, questions: Sequence[Quest
         tl.append(out_lines)
     labelled_q = [q for q in questions if q.answer is not None]
     yq = [by_id[q.qid].answer for q in labelled_q]
-    sub = CrossFit([q.qid for q in labelled_q], None if cf.p_facts is None else cf.p_facts[[pos[q.qid] for q in labelled_q]],
-                   cf.p_plain[[pos[q.qid] for q in labelled_q]], cf.fold[[pos[q.qid] for q in labelled_q]])
+    sub = CrossFit(
+        [q.qid for q in labelled_q],
+        None if cf.p_facts is None else cf.p_facts[[pos[q.qid] for q in labelled_q]],
+        cf.p_plain[[pos[q.qid] for q in labelled_q]],
+        cf.fold[[pos[q.qid] for q in labelled_q]],
+    )
     extra = {
         "protocol": cf.protocol,
-        "protocol_note": (f"each labelled question answered by a head fitted on the other {options.folds - 1} folds "
-                          "(scikit-learn GroupKFold by StrategyQA term); feature set and C chosen inside each fold's "
-                          "training questions only (nested); the demonstration questions of the prompt are answered "
-                          "but never fitted on"),
-        "out_of_fold": {"answered_by": f"{kind} head", "all": sub.summary(yq),
-                        "without_demonstrations": sub.summary(yq, exclude=set(demos)),
-                        "demonstration_qids": sorted(q.qid for q in questions if q.qid in demos),
-                        "fitted_on_pool": len([1 for t, qid in zip(trainable, rows) if t and by_id[qid].answer is not None]),
-                        "folds": cf.folds, "final_heads": {k: h.spec.name for k, h in cf.heads.items()},
-                        "crossfit_seconds": round(cf.seconds, 1)},
+        "protocol_note": (
+            f"each labelled question answered by a head fitted on the other {options.folds - 1} folds "
+            "(scikit-learn GroupKFold by StrategyQA term); feature set and C chosen inside each fold's "
+            "training questions only (nested); the demonstration questions of the prompt are answered "
+            "but never fitted on"
+        ),
+        "out_of_fold": {
+            "answered_by": f"{kind} head",
+            "all": sub.summary(yq),
+            "without_demonstrations": sub.summary(yq, exclude=set(demos)),
+            "demonstration_qids": sorted(q.qid for q in questions if q.qid in demos),
+            "fitted_on_pool": len([1 for t, qid in zip(trainable, rows) if t and by_id[qid].answer is not None]),
+            "folds": cf.folds,
+            "final_heads": {k: h.spec.name for k, h in cf.heads.items()},
+            "crossfit_seconds": round(cf.seconds, 1),
+        },
     }
     summary = finalize_run(out_dir, options, questions, done, index_info=index_info, new=0, extra=extra)
     return summary, cf

@@ -51,8 +51,20 @@ class EvalOptions:
     protocol: str = ""  # the named question set (sqa.eval.protocols), recorded in run.json; not the identity
     chat_template: str = ""  # "" (the model's own) or check_template_file's "file:<name>:<sha256 12 hex>"
 
-    IDENTITY = ("split", "model", "decomposition", "k", "folds", "retrieval", "decision", "reader", "oracle", "head",
-                "dataset", "chat_template")
+    IDENTITY = (
+        "split",
+        "model",
+        "decomposition",
+        "k",
+        "folds",
+        "retrieval",
+        "decision",
+        "reader",
+        "oracle",
+        "head",
+        "dataset",
+        "chat_template",
+    )
 
     def __post_init__(self):
         if (self.split == "custom") != bool(self.dataset):
@@ -62,8 +74,10 @@ class EvalOptions:
         if self.decomposition not in DECOMPOSITIONS:
             raise SqaError(f"unknown decomposition {self.decomposition!r}; use one of {', '.join(DECOMPOSITIONS)}")
         if self.decomposition == "gold" and self.split in ("test", "all"):
-            raise SqaError(f"--decomposition gold needs annotated steps, which the {self.split} split's test questions "
-                           "do not have; use predicted or question, or a labelled split (train, dev, train-2061)")
+            raise SqaError(
+                f"--decomposition gold needs annotated steps, which the {self.split} split's test questions "
+                "do not have; use predicted or question, or a labelled split (train, dev, train-2061)"
+            )
         if not 1 <= self.k <= MAX_K:
             raise SqaError(f"top-k must be from 1 to {MAX_K:,} (got {self.k})")
         if self.batch_size < 1:
@@ -76,13 +90,17 @@ class EvalOptions:
             if self.oracle not in ORACLES:
                 raise SqaError(f"unknown oracle {self.oracle!r}; use {' or '.join(ORACLES)}")
             if self.split in ("test", "all"):
-                raise SqaError(f"--oracle {self.oracle} shows annotations the {self.split} split does not have (and "
-                               "must never see); use dev, train or train-2061")
+                raise SqaError(
+                    f"--oracle {self.oracle} shows annotations the {self.split} split does not have (and "
+                    "must never see); use dev, train or train-2061"
+                )
             if self.reader != "facts":
                 raise SqaError("--oracle goes with --reader facts")
         if self.reader == "facts" and self.decomposition != "question":
-            raise SqaError(f"--decomposition {self.decomposition}: the facts reader retrieves for the whole question; "
-                           "use --decomposition question, or --reader steps")
+            raise SqaError(
+                f"--decomposition {self.decomposition}: the facts reader retrieves for the whole question; "
+                "use --decomposition question, or --reader steps"
+            )
         if self.limit is not None and self.limit < 1:
             raise SqaError(f"--limit must be at least 1 (got {self.limit})")
 
@@ -123,8 +141,14 @@ class EvalOptions:
 
 # identity keys added after runs were recorded, with the value those runs had (before ``decision``
 # existed, the steps reader answered from the ``transcript`` reading alone)
-LEGACY_DEFAULTS = {"reader": "steps", "oracle": None, "head": "", "dataset": "", "decision": "transcript",
-                   "retrieval": True}
+LEGACY_DEFAULTS = {
+    "reader": "steps",
+    "oracle": None,
+    "head": "",
+    "dataset": "",
+    "decision": "transcript",
+    "retrieval": True,
+}
 
 
 def legacy_default(key: str):

@@ -27,13 +27,21 @@ class Protocol:
         return {"protocol": self.name, "split": self.split, "questions": self.n, "summary": self.summary}
 
 
-PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
-    Protocol("dev-229", "dev", None, "this project's dev split: the 229 questions of the original baselines' "
-             "2,061 / 229 split of the train file (Geva et al., 2021)"),
-    Protocol("train-first-500", "train", 500, "the first 500 questions of the train file"),
-    Protocol("train-first-1000", "train", 1000, "the first 1,000 questions of the train file"),
-    Protocol("train-2290", "train", None, "all 2,290 questions of the train file"),
-)}
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p
+    for p in (
+        Protocol(
+            "dev-229",
+            "dev",
+            None,
+            "this project's dev split: the 229 questions of the original baselines' "
+            "2,061 / 229 split of the train file (Geva et al., 2021)",
+        ),
+        Protocol("train-first-500", "train", 500, "the first 500 questions of the train file"),
+        Protocol("train-first-1000", "train", 1000, "the first 1,000 questions of the train file"),
+        Protocol("train-2290", "train", None, "all 2,290 questions of the train file"),
+    )
+}
 
 
 def get_protocol(name: str) -> Protocol:

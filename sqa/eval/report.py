@@ -50,8 +50,10 @@ def coverage_lines(metrics: dict) -> list[str]:
     if not cov:
         return []
     how = "calibrated P(yes)" if cov.get("calibrated", True) else "the model's own P(yes), uncalibrated"
-    return [f"| Accuracy at {a['coverage']:.0%} coverage (the {a['n']} most confident, {how}) | "
-            f"{_fmt(a['Accuracy'])} |" for a in cov["at"]]
+    return [
+        f"| Accuracy at {a['coverage']:.0%} coverage (the {a['n']} most confident, {how}) | {_fmt(a['Accuracy'])} |"
+        for a in cov["at"]
+    ]
 
 
 def markdown(metrics: dict, rows: Sequence[dict]) -> str:
@@ -68,66 +70,119 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         f"({index.get('backend', opts.get('backend'))}, "
         f"{_fmt(index.get('paragraph_count'))} paragraphs).",
         "",
-        f"Few-shot examples: {metrics['fewshot']['rule']}." if metrics.get("reader", "steps") == "steps" else
-        f"Reader: facts (fixed demonstrations, facts shown, trained answer head `{_fmt(metrics.get('head'))}`)."
-        if metrics.get("answering") != "zero-shot" else
-        "Reader: facts (fixed demonstrations, facts shown, no answer head).",
+        f"Few-shot examples: {metrics['fewshot']['rule']}."
+        if metrics.get("reader", "steps") == "steps"
+        else f"Reader: facts (fixed demonstrations, facts shown, trained answer head `{_fmt(metrics.get('head'))}`)."
+        if metrics.get("answering") != "zero-shot"
+        else "Reader: facts (fixed demonstrations, facts shown, no answer head).",
         "",
-        *([(f"Answering: **zero-shot**: P(yes) is the model's own, uncalibrated (answer Yes at P(yes) >= 0.5); "
-            f"`sqa eval --split train --model {metrics['model']}` fits an answer head."), ""]
-          if metrics.get("reader") == "facts" and metrics.get("answering") == "zero-shot" else []),
+        *(
+            [
+                (
+                    f"Answering: **zero-shot**: P(yes) is the model's own, uncalibrated (answer Yes at P(yes) >= 0.5); "
+                    f"`sqa eval --split train --model {metrics['model']}` fits an answer head."
+                ),
+                "",
+            ]
+            if metrics.get("reader") == "facts" and metrics.get("answering") == "zero-shot"
+            else []
+        ),
         *([f"**{metrics['oracle_note']}**", ""] if metrics.get("oracle") else []),
-        *([f"Question set: **{metrics['question_set']['protocol']}**, {metrics['question_set']['summary']}"
-           + (f" (cut to the first {metrics['question_set']['cut_to']} by --limit)"
-              if metrics['question_set'].get("cut_to") else "") + ".", ""] if metrics.get("question_set") else []),
-        *([f"Protocol: **{metrics['protocol']}** ({metrics.get('protocol_note', '')}).", ""]
-          if metrics.get("protocol") else []),
+        *(
+            [
+                f"Question set: **{metrics['question_set']['protocol']}**, {metrics['question_set']['summary']}"
+                + (
+                    f" (cut to the first {metrics['question_set']['cut_to']} by --limit)"
+                    if metrics["question_set"].get("cut_to")
+                    else ""
+                )
+                + ".",
+                "",
+            ]
+            if metrics.get("question_set")
+            else []
+        ),
+        *(
+            [f"Protocol: **{metrics['protocol']}** ({metrics.get('protocol_note', '')}).", ""]
+            if metrics.get("protocol")
+            else []
+        ),
         f"Final answer: `{metrics.get('final_answer') or metrics.get('decision') or metrics.get('head') or '?'}`.",
         "",
         "| metric | value |",
         "|---|---|",
         f"| questions scored (n) | {metrics['n']} |",
         f"| Accuracy | {_fmt(metrics['Accuracy'])}"
-        + (f" (95 % interval {metrics['Accuracy_interval95'][0]:.4f}–{metrics['Accuracy_interval95'][1]:.4f})"
-           if metrics.get("Accuracy_interval95") else "") + " |",
+        + (
+            f" (95 % interval {metrics['Accuracy_interval95'][0]:.4f}–{metrics['Accuracy_interval95'][1]:.4f})"
+            if metrics.get("Accuracy_interval95")
+            else ""
+        )
+        + " |",
         *([f"| AUC of P(yes) | {_fmt(metrics['AUC'])} |"] if metrics.get("AUC") is not None else []),
-        f"| majority baseline (always \"no\") Accuracy | {_fmt(metrics['majority_baseline']['Accuracy'])} |",
+        f'| majority baseline (always "no") Accuracy | {_fmt(metrics["majority_baseline"]["Accuracy"])} |',
         *coverage_lines(metrics),
         *([f"| Recall@10 | {_fmt(metrics['Recall@10'])} |"] if has_recall(metrics) else []),
-        *([f"| SARI (decomposition) | {_fmt(metrics['SARI'])} |"] if metrics.get("SARI") is not None and
-          has_steps(metrics) else []),
-        f"| share of \"yes\" answers | {_fmt(metrics['yes_rate'])} |",
+        *(
+            [f"| SARI (decomposition) | {_fmt(metrics['SARI'])} |"]
+            if metrics.get("SARI") is not None and has_steps(metrics)
+            else []
+        ),
+        f'| share of "yes" answers | {_fmt(metrics["yes_rate"])} |',
         f"| ECE (10 bins) | {_fmt(metrics['ECE'])} |",
         f"| seconds / question | {_fmt(metrics['seconds_per_question'], 2)} |",
-        *([f"| yes/no read-outs with neither Yes nor No in the server's top logprobs (read as 0.5) | "
-           f"{metrics['yes_no_unread']['missing']} of {metrics['yes_no_unread']['readouts']} "
-           f"({metrics['yes_no_unread']['one_sided']} with one side only) |"] if metrics.get("yes_no_unread") else []),
+        *(
+            [
+                f"| yes/no read-outs with neither Yes nor No in the server's top logprobs (read as 0.5) | "
+                f"{metrics['yes_no_unread']['missing']} of {metrics['yes_no_unread']['readouts']} "
+                f"({metrics['yes_no_unread']['one_sided']} with one side only) |"
+            ]
+            if metrics.get("yes_no_unread")
+            else []
+        ),
         "",
     ]
     if metrics.get("signals"):
         readout = metrics.get("final_answer") or metrics.get("decision") or metrics.get("head")
-        lines += [f"## P(yes) readings (final answer: `{readout}`)", "",
-                  "Each reading alone, thresholded at 0.5 (`plain` = the same model with no steps and no evidence).",
-                  "", "| reading | n | Accuracy | mean P(yes) |", "|---|---|---|---|"]
+        lines += [
+            f"## P(yes) readings (final answer: `{readout}`)",
+            "",
+            "Each reading alone, thresholded at 0.5 (`plain` = the same model with no steps and no evidence).",
+            "",
+            "| reading | n | Accuracy | mean P(yes) |",
+            "|---|---|---|---|",
+        ]
         for name, v in metrics["signals"].items():
             lines.append(f"| {name} | {v['n']} | {_fmt(v['Accuracy'])} | {_fmt(v['mean_p_yes'])} |")
         lines.append("")
     oof = metrics.get("out_of_fold")
     if oof:
-        lines += ["## Out-of-fold heads", "", "| head | questions | n | Accuracy (95 % interval) | AUC |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "## Out-of-fold heads",
+            "",
+            "| head | questions | n | Accuracy (95 % interval) | AUC |",
+            "|---|---|---|---|---|",
+        ]
         for subset, label in (("all", "all labelled"), ("without_demonstrations", "without the demonstrations")):
             for kind, v in oof[subset].items():
-                lines.append(f"| {kind} | {label} | {v['n']} | {v['accuracy']:.4f} ({v['interval95'][0]:.4f}–"
-                             f"{v['interval95'][1]:.4f}) | {_fmt(v['auc'])} |")
+                lines.append(
+                    f"| {kind} | {label} | {v['n']} | {v['accuracy']:.4f} ({v['interval95'][0]:.4f}–"
+                    f"{v['interval95'][1]:.4f}) | {_fmt(v['auc'])} |"
+                )
         lines += ["", "| fold | fitted on | answered | facts feature set (C) | plain C |", "|---|---|---|---|---|"]
         for f in oof["folds"]:
             fx = f.get("facts") or {}
-            lines.append(f"| {f['fold'] + 1} | {f['n_fit']} | {f['n_answered']} | "
-                         f"{fx.get('spec', '–')} ({_fmt(fx.get('C'), 5)}) | {_fmt(f['plain']['C'], 5)} |")
-        lines += ["", f"Cross-fitting took {oof['crossfit_seconds']} s; the final heads "
-                  f"({', '.join(f'{k}: `{v}`' for k, v in oof['final_heads'].items())}) are fitted on all "
-                  f"{oof['fitted_on_pool']} labelled questions but the demonstrations.", ""]
+            lines.append(
+                f"| {f['fold'] + 1} | {f['n_fit']} | {f['n_answered']} | "
+                f"{fx.get('spec', '–')} ({_fmt(fx.get('C'), 5)}) | {_fmt(f['plain']['C'], 5)} |"
+            )
+        lines += [
+            "",
+            f"Cross-fitting took {oof['crossfit_seconds']} s; the final heads "
+            f"({', '.join(f'{k}: `{v}`' for k, v in oof['final_heads'].items())}) are fitted on all "
+            f"{oof['fitted_on_pool']} labelled questions but the demonstrations.",
+            "",
+        ]
     if metrics["accuracy_by_steps"]:  # a reader that writes no steps has none
         lines += [
             "## Accuracy by number of steps",
@@ -138,18 +193,33 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         for n_steps, v in metrics["accuracy_by_steps"].items():
             lines.append(f"| {n_steps} | {v['n']} | {_fmt(v['Accuracy'])} |")
         lines.append("")
-    lines += ["## Calibration (confidence of the given answer)", "", "| confidence | n | mean confidence | Accuracy |",
-              "|---|---|---|---|"]
+    lines += [
+        "## Calibration (confidence of the given answer)",
+        "",
+        "| confidence | n | mean confidence | Accuracy |",
+        "|---|---|---|---|",
+    ]
     for b in metrics["calibration"]:
         if b["n"]:
-            lines.append(f"| {b['lo']:.1f}–{b['hi']:.1f} | {b['n']} | {_fmt(b['confidence'])} | {_fmt(b['accuracy'])} |")
+            lines.append(
+                f"| {b['lo']:.1f}–{b['hi']:.1f} | {b['n']} | {_fmt(b['confidence'])} | {_fmt(b['accuracy'])} |"
+            )
     errors = [r for r in rows if r["correct"] is False]
     errors.sort(key=lambda r: -r["confidence"])
     steps, recall = has_steps(metrics), has_recall(metrics)
-    cols = ["qid", "question", "gold", "predicted", "confidence"] + (["steps"] if steps else []) + \
-        (["Recall@10"] if recall else []) + (["decomposition"] if steps else [])
-    lines += ["", f"## Errors ({len(errors)}, most confident first)", "",
-              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    cols = (
+        ["qid", "question", "gold", "predicted", "confidence"]
+        + (["steps"] if steps else [])
+        + (["Recall@10"] if recall else [])
+        + (["decomposition"] if steps else [])
+    )
+    lines += [
+        "",
+        f"## Errors ({len(errors)}, most confident first)",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     for r in errors:
         cells = [r["qid"], _cell(r["question"]), _fmt(r["gold"]), _fmt(r["answer"]), f"{r['confidence']:.3f}"]
         if steps:
@@ -184,8 +254,12 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
     by_steps = metrics["accuracy_by_steps"]
     recalls = [r["recall"] for r in rows if r["recall"] is not None] if has_recall(metrics) else []
     coverage = (metrics.get("accuracy_at_coverage") or {}).get("curve")
-    panels = (["steps"] if by_steps else []) + ["calibration"] + (["coverage"] if coverage else []) + \
-        (["recall"] if recalls else [])
+    panels = (
+        (["steps"] if by_steps else [])
+        + ["calibration"]
+        + (["coverage"] if coverage else [])
+        + (["recall"] if recalls else [])
+    )
     fig = Figure(figsize=(5 * len(panels), 4.5), dpi=100)
     FigureCanvasAgg(fig)
     axes = dict(zip(panels, np.atleast_1d(fig.subplots(1, len(panels)))))
@@ -207,8 +281,14 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
     ax2 = axes["calibration"]
     bins = [b for b in metrics["calibration"] if b["n"]]
     ax2.plot([0, 1], [0, 1], color="gray", ls="--", lw=1, label="perfect calibration")
-    ax2.bar([(b["lo"] + b["hi"]) / 2 for b in bins], [b["accuracy"] for b in bins], width=0.09, alpha=0.7,
-            color="tab:orange", label="accuracy in bin")
+    ax2.bar(
+        [(b["lo"] + b["hi"]) / 2 for b in bins],
+        [b["accuracy"] for b in bins],
+        width=0.09,
+        alpha=0.7,
+        color="tab:orange",
+        label="accuracy in bin",
+    )
     ax2.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], "o", color="tab:red", ms=4)
     for b in bins:
         ax2.annotate(str(b["n"]), ((b["lo"] + b["hi"]) / 2, b["accuracy"]), ha="center", va="bottom", fontsize=7)
@@ -242,10 +322,13 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
 
     import textwrap
 
-    title = (f"sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''} {metrics['split']}: "
-             f"{metrics['model']}, n={metrics['n']}, accuracy {metrics['Accuracy']:.3f}"
-             + (f" ({metrics['protocol']})" if metrics.get("protocol") else "")
-             if metrics["Accuracy"] is not None else "sqa eval")
+    title = (
+        f"sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''} {metrics['split']}: "
+        f"{metrics['model']}, n={metrics['n']}, accuracy {metrics['Accuracy']:.3f}"
+        + (f" ({metrics['protocol']})" if metrics.get("protocol") else "")
+        if metrics["Accuracy"] is not None
+        else "sqa eval"
+    )
     # wrapped to the figure's width (about 11 characters per inch at this size), so it is never cut off
     fig.suptitle("\n".join(textwrap.wrap(title, width=int(11 * 5 * len(panels)))), fontsize=11)
     fig.tight_layout()

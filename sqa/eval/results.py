@@ -65,8 +65,17 @@ class Run:
     @classmethod
     def from_summary(cls, summary: EvalSummary, heads: dict[str, Path] | None = None) -> "Run":
         """The :class:`Run` of a session summary (``sqa.eval.run_metrics.EvalSummary``)."""
-        return cls(Path(summary.out_dir), summary.metrics, summary.total, summary.done, summary.new,
-                   summary.interrupted, summary.repaired_bytes, list(summary.files), dict(heads or {}))
+        return cls(
+            Path(summary.out_dir),
+            summary.metrics,
+            summary.total,
+            summary.done,
+            summary.new,
+            summary.interrupted,
+            summary.repaired_bytes,
+            list(summary.files),
+            dict(heads or {}),
+        )
 
     @classmethod
     def open(cls, path: str | Path) -> "Run":

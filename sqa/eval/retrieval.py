@@ -30,11 +30,16 @@ def load_decompositions(path: str | Path) -> dict[str, list[str]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise SqaError(f"{path}:{lineno}: not valid JSON ({e.msg}); one {{qid, decomposition}} object a line") from None
-            if (not isinstance(obj, dict) or not isinstance(obj.get("qid"), str)
-                    or not isinstance(obj.get("decomposition"), list)
-                    or not all(isinstance(s, str) for s in obj["decomposition"])):
-                raise SqaError(f"{path}:{lineno}: expected {{\"qid\": str, \"decomposition\": [str, ...]}}")
+                raise SqaError(
+                    f"{path}:{lineno}: not valid JSON ({e.msg}); one {{qid, decomposition}} object a line"
+                ) from None
+            if (
+                not isinstance(obj, dict)
+                or not isinstance(obj.get("qid"), str)
+                or not isinstance(obj.get("decomposition"), list)
+                or not all(isinstance(s, str) for s in obj["decomposition"])
+            ):
+                raise SqaError(f'{path}:{lineno}: expected {{"qid": str, "decomposition": [str, ...]}}')
             out[obj["qid"]] = obj["decomposition"]
     return out
 
@@ -61,14 +66,20 @@ def retrieval_questions(split: str, decomposition: str) -> tuple[list[Question],
     unknown = [qid for qid in predicted if qid not in {q.qid for q in questions}]
     questions = [q for q in questions if q.qid in predicted]
     if not questions:
-        raise SqaError(f"{decomposition}: no qid of split {split!r} in this file "
-                       f"(e.g. {unknown[0]!r} is not in it); pass the split the decompositions were made for")
+        raise SqaError(
+            f"{decomposition}: no qid of split {split!r} in this file "
+            f"(e.g. {unknown[0]!r} is not in it); pass the split the decompositions were made for"
+        )
     return questions, lambda q: predicted[q.qid]
 
 
-def evaluate_retrievers(retrievers: Mapping[str, Retriever], questions: Sequence[Question],
-                        steps_of: Callable[[Question], list[str]] = lambda q: [], k: int = 10,
-                        on_progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
+def evaluate_retrievers(
+    retrievers: Mapping[str, Retriever],
+    questions: Sequence[Question],
+    steps_of: Callable[[Question], list[str]] = lambda q: [],
+    k: int = 10,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, dict]:
     """``{name: {"Recall@10", "seconds", "count"}}``: mean Recall@``k`` of each retriever's
     ``retrieve(question, steps, k)`` over ``questions`` and its total wall-clock seconds.
     ``on_progress(done, total)`` after each question."""
@@ -83,5 +94,7 @@ def evaluate_retrievers(retrievers: Mapping[str, Retriever], questions: Sequence
             recalls[name].append(recall_at_k(q.evidence, [h.evidence_id for h in hits], k))
         if on_progress:
             on_progress(i, len(questions))
-    return {name: {"Recall@10": sum(v) / len(v), "seconds": round(seconds[name], 3), "count": len(v)}
-            for name, v in recalls.items()}
+    return {
+        name: {"Recall@10": sum(v) / len(v), "seconds": round(seconds[name], 3), "count": len(v)}
+        for name, v in recalls.items()
+    }

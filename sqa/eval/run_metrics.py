@@ -61,25 +61,36 @@ def question_rows(questions: Sequence[Question], done: dict[str, dict]) -> list[
         r = result_from_dict(rec)
         labelled = q.answer is not None
         ev = rec.get("eval") or {}
-        rows.append({
-            "qid": q.qid, "question": q.question, "gold": q.answer, "answer": bool(r.answer),
-            "correct": (bool(r.answer) == q.answer) if labelled else None,
-            "p_yes": float(r.p_yes), "confidence": float(r.confidence), "calibrated": record_calibrated(rec),
-            "n_steps": len(r.steps),
-            "recall": recall_at_k(q.evidence, r.paragraphs) if labelled else None,
-            "decomposition": r.decomposition, "paragraphs": list(r.paragraphs),
-            "seconds": ev.get("seconds"),
-            "timings": dict(r.timings), "fewshot_pool": ev.get("fewshot_pool"),
-            "fewshot_qids": rec.get("fewshot_qids"), "signals": dict(rec.get("signals") or {}),
-        })
+        rows.append(
+            {
+                "qid": q.qid,
+                "question": q.question,
+                "gold": q.answer,
+                "answer": bool(r.answer),
+                "correct": (bool(r.answer) == q.answer) if labelled else None,
+                "p_yes": float(r.p_yes),
+                "confidence": float(r.confidence),
+                "calibrated": record_calibrated(rec),
+                "n_steps": len(r.steps),
+                "recall": recall_at_k(q.evidence, r.paragraphs) if labelled else None,
+                "decomposition": r.decomposition,
+                "paragraphs": list(r.paragraphs),
+                "seconds": ev.get("seconds"),
+                "timings": dict(r.timings),
+                "fewshot_pool": ev.get("fewshot_pool"),
+                "fewshot_qids": rec.get("fewshot_qids"),
+                "signals": dict(rec.get("signals") or {}),
+            }
+        )
     return rows
 
 
 def calibration_bins(rows: Sequence[dict], n_bins: int = 10) -> list[dict]:
     """Reliability table: labelled rows binned by confidence into ``n_bins`` equal-width bins on
     [0, 1]; each bin gives lo, hi, n, mean confidence and accuracy (None when empty)."""
-    bins = [{"lo": i / n_bins, "hi": (i + 1) / n_bins, "n": 0, "confidence": None, "accuracy": None}
-            for i in range(n_bins)]
+    bins = [
+        {"lo": i / n_bins, "hi": (i + 1) / n_bins, "n": 0, "confidence": None, "accuracy": None} for i in range(n_bins)
+    ]
     sums = [[0.0, 0.0] for _ in range(n_bins)]
     for r in rows:
         if r["correct"] is None:
@@ -115,8 +126,11 @@ def signal_accuracy(rows: Sequence[dict]) -> dict[str, dict]:
     out = {}
     for n in names:
         ps = [float(r["signals"][n]) for r in labelled]
-        out[n] = {"n": len(ps), "Accuracy": sum((p >= 0.5) == bool(r["gold"]) for p, r in zip(ps, labelled)) / len(ps),
-                  "mean_p_yes": sum(ps) / len(ps)}
+        out[n] = {
+            "n": len(ps),
+            "Accuracy": sum((p >= 0.5) == bool(r["gold"]) for p, r in zip(ps, labelled)) / len(ps),
+            "mean_p_yes": sum(ps) / len(ps),
+        }
     return out
 
 
@@ -143,7 +157,9 @@ def auc_of(rows: Sequence[dict]) -> float | None:
     import bisect
 
     neg.sort()
-    wins = sum(bisect.bisect_left(neg, p) + 0.5 * (bisect.bisect_right(neg, p) - bisect.bisect_left(neg, p)) for p in pos)
+    wins = sum(
+        bisect.bisect_left(neg, p) + 0.5 * (bisect.bisect_right(neg, p) - bisect.bisect_left(neg, p)) for p in pos
+    )
     return wins / (len(pos) * len(neg))
 
 
@@ -159,8 +175,14 @@ def final_answer_readout(done: dict[str, dict]) -> str | None:
     return top if not rest else f"{top} ({n} questions; {rest} others by {len(c) - 1} other read-out(s))"
 
 
-def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: dict[str, dict],
-                    predictions: dict[str, dict], rows: Sequence[dict], index_info: dict | None) -> dict:
+def compute_metrics(
+    options: EvalOptions,
+    questions: Sequence[Question],
+    done: dict[str, dict],
+    predictions: dict[str, dict],
+    rows: Sequence[dict],
+    index_info: dict | None,
+) -> dict:
     """The ``metrics.json`` object (see the module doc of :mod:`sqa.eval.report` for its use).
     ``Recall@10`` and ``SARI`` are None when no scored question carries evidence / decomposition
     annotations (a ``--dataset`` file without them); ``accuracy_by_steps`` is empty for a reader
@@ -197,20 +219,28 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
         "AUC": auc_of(rows),
         "Recall@10": scores.get("Recall@10") if any(q.evidence for q in labelled_q) else None,
         "SARI": scores.get("SARI") if any(q.decomposition for q in labelled_q) else None,
-        "majority_baseline": {"answer": False, "Accuracy": majority.get("Accuracy"),
-                              "note": "always 'no', the majority answer of the StrategyQA train file"},
+        "majority_baseline": {
+            "answer": False,
+            "Accuracy": majority.get("Accuracy"),
+            "note": "always 'no', the majority answer of the StrategyQA train file",
+        },
         "yes_rate": yes_rate,
         "ECE": expected_calibration_error(bins),
         "calibration": bins,
         "accuracy_at_coverage": coverage_metrics(rows),
         "accuracy_by_steps": {str(n): {"n": len(v), "Accuracy": sum(v) / len(v)} for n, v in sorted(by_steps.items())}
-        if any(r["n_steps"] for r in rows) else {},
+        if any(r["n_steps"] for r in rows)
+        else {},
         "decision": options.decision,
         "final_answer": options.decision or final_answer_readout(done),
         "reader": options.reader,
         "oracle": options.oracle,
-        "oracle_note": (f"ORACLE run: the reader was shown each question's annotated {options.oracle}; an upper "
-                        "bound for diagnosis, not a system result") if options.oracle else None,
+        "oracle_note": (
+            f"ORACLE run: the reader was shown each question's annotated {options.oracle}; an upper "
+            "bound for diagnosis, not a system result"
+        )
+        if options.oracle
+        else None,
         "head": options.head or None,
         "answering": options.answering,
         "calibrated": options.answering != "zero-shot",
@@ -218,12 +248,15 @@ def compute_metrics(options: EvalOptions, questions: Sequence[Question], done: d
         "model": options.model,
         "index": index_info or {},
         "options": options.to_dict(),
-        "fewshot": {**fewshot_description(options.split, options.folds), "questions_per_pool": pools,
-                    "example_qids": sorted(used_examples) if used_examples else None},
+        "fewshot": {
+            **fewshot_description(options.split, options.folds),
+            "questions_per_pool": pools,
+            "example_qids": sorted(used_examples) if used_examples else None,
+        },
         "seconds_per_question": sum(seconds) / len(seconds) if seconds else None,
         "seconds_per_question_note": "wall-clock seconds inside answer_batch between one finished question and "
-                                     "the next (batch start for the first), mean over answered questions of all "
-                                     "sessions of this run (model loading not included)",
+        "the next (batch start for the first), mean over answered questions of all "
+        "sessions of this run (model loading not included)",
         "phase_seconds_mean": {k: sum(v) / len(v) for k, v in sorted(phases.items())},
         **({"yes_no_unread": unread} if unread else {}),
         "written_at": now(),
@@ -234,27 +267,43 @@ def yes_no_unread(done: dict[str, dict], questions: Sequence[Question]) -> dict 
     """For a run through a served model (``sqa.models.openai``): how many yes/no read-outs found
     neither Yes nor No among the server's top logprobs (``missing``, read as 0.5) or only one side
     (``one_sided``), of ``readouts``, summed over the trace records; None when no record counts them."""
-    recs = [done[q.qid]["eval"]["yes_no_unread"] for q in questions
-            if q.qid in done and isinstance(done[q.qid].get("eval", {}).get("yes_no_unread"), dict)]
+    recs = [
+        done[q.qid]["eval"]["yes_no_unread"]
+        for q in questions
+        if q.qid in done and isinstance(done[q.qid].get("eval", {}).get("yes_no_unread"), dict)
+    ]
     if not recs:
         return None
-    keys = ["readouts", "missing", "one_sided"] + sorted({k for r in recs for k in r} - {"readouts", "missing", "one_sided"})
+    keys = ["readouts", "missing", "one_sided"] + sorted(
+        {k for r in recs for k in r} - {"readouts", "missing", "one_sided"}
+    )
     out = {k: sum(int(r.get(k, 0) or 0) for r in recs) for k in keys}  # + the read-out methods of sqa.models.openai
-    out["note"] = ("served model: read-outs whose top logprobs held neither Yes nor No (missing, read as P(yes) 0.5) "
-                   "or one side only (the other taken at the last listed token's probability); sqa.models.openai")
+    out["note"] = (
+        "served model: read-outs whose top logprobs held neither Yes nor No (missing, read as P(yes) 0.5) "
+        "or one side only (the other taken at the last listed token's probability); sqa.models.openai"
+    )
     return out
 
 
-def finalize_run(out_dir: str | Path, options: EvalOptions, questions: Sequence[Question], done: dict[str, dict],
-                 *, index_info: dict | None = None, new: int = 0, plots: bool = True,
-                 extra: dict | None = None) -> "EvalSummary":
+def finalize_run(
+    out_dir: str | Path,
+    options: EvalOptions,
+    questions: Sequence[Question],
+    done: dict[str, dict],
+    *,
+    index_info: dict | None = None,
+    new: int = 0,
+    plots: bool = True,
+    extra: dict | None = None,
+) -> "EvalSummary":
     """Regenerate ``predictions.json`` (+ ``metrics.json``, ``report.md``, ``report.png`` unless the
     split is ``test``) from the trace records ``done`` (``{qid: record}``) for ``questions``.
     ``new``: questions answered in this session (for the summary). ``extra``: keys added to
     ``metrics.json`` (the out-of-fold run's ``protocol`` and ``out_of_fold`` figures)."""
     out_dir = Path(out_dir)
-    predictions = {q.qid: result_from_dict(done[q.qid]).to_prediction().to_leaderboard()
-                   for q in questions if q.qid in done}
+    predictions = {
+        q.qid: result_from_dict(done[q.qid]).to_prediction().to_leaderboard() for q in questions if q.qid in done
+    }
     validate_predictions(predictions, str(out_dir / PREDICTIONS_FILE))
     write_json_atomic(out_dir / PREDICTIONS_FILE, predictions)
     files = [out_dir / TRACES_FILE, out_dir / PREDICTIONS_FILE]
@@ -274,5 +323,6 @@ def finalize_run(out_dir: str | Path, options: EvalOptions, questions: Sequence[
         if plots:
             report.write_plots(out_dir / REPORT_PNG, metrics, rows)
             files.append(out_dir / REPORT_PNG)
-    return EvalSummary(out_dir=out_dir, total=len(questions), done=len(predictions), new=new, metrics=metrics,
-                       files=files)
+    return EvalSummary(
+        out_dir=out_dir, total=len(questions), done=len(predictions), new=new, metrics=metrics, files=files
+    )

@@ -67,8 +67,9 @@ class TraceLog:
             self._f.close()
             self._f = None
             if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise SqaError(f"{self.path}: another `sqa eval` is writing to this directory; wait for it "
-                               "or use another --out") from None
+                raise SqaError(
+                    f"{self.path}: another `sqa eval` is writing to this directory; wait for it or use another --out"
+                ) from None
             raise
         return self
 
@@ -124,7 +125,7 @@ def _parse_traces(data: bytes, path: Path) -> tuple[list[dict], int]:
         lineno += 1
         if nl == -1:  # cut line (kill -9 during the write)
             return records, pos
-        last = not data[nl + 1:].strip()
+        last = not data[nl + 1 :].strip()
         line = data[pos:nl].strip()
         if line:
             try:
@@ -134,8 +135,10 @@ def _parse_traces(data: bytes, path: Path) -> tuple[list[dict], int]:
             except ValueError as e:
                 if last:
                     return records, pos
-                raise SqaError(f"{path}:{lineno}: not a valid trace line ({e}); delete that line (the question "
-                               "will be redone) or use another --out") from None
+                raise SqaError(
+                    f"{path}:{lineno}: not a valid trace line ({e}); delete that line (the question "
+                    "will be redone) or use another --out"
+                ) from None
             records.append(rec)
         pos = nl + 1
     return records, pos
@@ -176,8 +179,9 @@ def recorded_identity(recorded: dict) -> dict:
         info["paragraph_count"] = old["index_paragraphs"]
     out = legacy_identity(old)
     reads_evidence = out.get("retrieval", True) or out.get("oracle")
-    out["index"] = index_identity(info, old.get("backend", "embedded")) if reads_evidence and info.get("paragraph_count") \
-        else None
+    out["index"] = (
+        index_identity(info, old.get("backend", "embedded")) if reads_evidence and info.get("paragraph_count") else None
+    )
     return out
 
 
@@ -203,8 +207,10 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None,
     (a recorded run without a single answered question is replaced instead), or when ``out_dir``
     is a file."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise SqaError(f"--out {out_dir}: is a file; give a directory for the run (a new one starts a run, the same "
-                       "one resumes it)")
+        raise SqaError(
+            f"--out {out_dir}: is a file; give a directory for the run (a new one starts a run, the same "
+            "one resumes it)"
+        )
     identity = run_identity(options, index_info)
     path = out_dir / RUN_FILE
     if path.exists():
@@ -223,15 +229,24 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None,
                 write_json_atomic(path, recorded)
             return recorded
         if (out_dir / TRACES_FILE).exists() and (out_dir / TRACES_FILE).stat().st_size:
-            raise SqaError(f"{out_dir}: holds a run with other options ({'; '.join(diff)}); use another --out "
-                           "to start a new run, or the recorded options to resume it")
+            raise SqaError(
+                f"{out_dir}: holds a run with other options ({'; '.join(diff)}); use another --out "
+                "to start a new run, or the recorded options to resume it"
+            )
         # no question answered yet (a first session that failed, e.g. before the index existed):
         # nothing to protect, so the new options replace the recorded ones
     elif (out_dir / TRACES_FILE).exists() and (out_dir / TRACES_FILE).stat().st_size:
         raise SqaError(f"{out_dir}: has {TRACES_FILE} but no {RUN_FILE}, so its options are unknown; use another --out")
-    recorded = {"format": RUN_FORMAT, "identity": identity, "options": options.to_dict(), "index": index_info or {},
-                "answering": options.answering, **({"protocol": options.protocol} if options.protocol else {}),
-                **(record or {}), "created_at": now()}
+    recorded = {
+        "format": RUN_FORMAT,
+        "identity": identity,
+        "options": options.to_dict(),
+        "index": index_info or {},
+        "answering": options.answering,
+        **({"protocol": options.protocol} if options.protocol else {}),
+        **(record or {}),
+        "created_at": now(),
+    }
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, recorded)
     return recorded

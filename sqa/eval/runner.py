@@ -23,13 +23,37 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from sqa.eval.fewshot import FewShotPool, fewshot_description, fold_of, plan_fewshot  # noqa: F401  (re-exported)
-from sqa.eval.options import (DECOMPOSITIONS, DEFAULT_FOLDS, ORACLES, READERS, STEPS_DECISION,  # noqa: F401
-                              EvalOptions, select_questions)
-from sqa.eval.run_metrics import (METRICS_FILE, PREDICTIONS_FILE, REPORT_MD, REPORT_PNG,  # noqa: F401
-                                  EvalSummary, calibration_bins, compute_metrics, expected_calibration_error,
-                                  finalize_run, question_rows, signal_accuracy)
-from sqa.eval.rundir import (RUN_FILE, TRACES_FILE, TraceLog, check_run_file, now, read_traces,  # noqa: F401
-                             result_from_dict)
+from sqa.eval.options import (
+    DECOMPOSITIONS,
+    DEFAULT_FOLDS,
+    ORACLES,
+    READERS,
+    STEPS_DECISION,  # noqa: F401
+    EvalOptions,
+    select_questions,
+)
+from sqa.eval.run_metrics import (
+    METRICS_FILE,
+    PREDICTIONS_FILE,
+    REPORT_MD,
+    REPORT_PNG,  # noqa: F401
+    EvalSummary,
+    calibration_bins,
+    compute_metrics,
+    expected_calibration_error,
+    finalize_run,
+    question_rows,
+    signal_accuracy,
+)
+from sqa.eval.rundir import (
+    RUN_FILE,
+    TRACES_FILE,
+    TraceLog,
+    check_run_file,
+    now,
+    read_traces,  # noqa: F401
+    result_from_dict,
+)
 from sqa.jsonio import write_json_atomic
 from sqa.trace import ReasoningResult
 from sqa.types import BatchReader, Question, SqaError
@@ -72,7 +96,7 @@ def _defer_sigint() -> Iterator[None]:
 
 def _batches(items: Sequence, size: int) -> Iterator[list]:
     for i in range(0, len(items), size):
-        yield list(items[i:i + size])
+        yield list(items[i : i + size])
 
 
 def run_eval(
@@ -109,8 +133,9 @@ def run_eval(
         done: dict[str, dict] = {}
         for rec in records:
             done.setdefault(rec["qid"], rec)
-        stats = EvalProgress(done=sum(1 for q in questions if q.qid in done), total=len(questions), new=0,
-                             correct=0, scored=0)
+        stats = EvalProgress(
+            done=sum(1 for q in questions if q.qid in done), total=len(questions), new=0, correct=0, scored=0
+        )
         for q in questions:
             rec = done.get(q.qid)
             if rec is not None and q.answer is not None:
@@ -137,8 +162,10 @@ def run_eval(
                             # one durable line per finished question, so Ctrl-C / kill -9 loses at most the
                             # question being worked on
                             if len(written) >= len(batch):
-                                raise SqaError(f"the reader returned more results than the {len(batch)} questions "
-                                               f"of a batch (first qid {batch[0].qid}); this is a bug in the reader")
+                                raise SqaError(
+                                    f"the reader returned more results than the {len(batch)} questions "
+                                    f"of a batch (first qid {batch[0].qid}); this is a bug in the reader"
+                                )
                             q = batch[len(written)]
                             _check_qid(q, r)
                             now = time.perf_counter()
@@ -169,17 +196,20 @@ def run_eval(
                                 on_progress(stats)
 
                         try:
-                            results = reader.answer_batch(batch, decomposition=options.decomposition,
-                                                            on_result=on_result)
+                            results = reader.answer_batch(
+                                batch, decomposition=options.decomposition, on_result=on_result
+                            )
                         except SqaError as e:  # name the question being worked on
                             at = batch[min(len(written), len(batch) - 1)].qid
                             if at and at not in str(e):
                                 raise SqaError(f"question {at}: {e}") from None
                             raise
                         if len(results) != len(batch) or len(written) != len(batch):
-                            raise SqaError(f"the reader returned {len(results)} results ({len(written)} reported) "
-                                           f"for a batch of {len(batch)} questions (first qid {batch[0].qid}); "
-                                           "this is a bug in the reader")
+                            raise SqaError(
+                                f"the reader returned {len(results)} results ({len(written)} reported) "
+                                f"for a batch of {len(batch)} questions (first qid {batch[0].qid}); "
+                                "this is a bug in the reader"
+                            )
             except KeyboardInterrupt:
                 interrupted = True
         finally:
@@ -187,8 +217,9 @@ def run_eval(
             on_disk: dict[str, dict] = {}
             for rec in log.read():
                 on_disk.setdefault(rec["qid"], rec)
-            summary = finalize_run(out_dir, options, questions, on_disk,
-                                   index_info=run_info.get("index") or index_info, new=stats.new)
+            summary = finalize_run(
+                out_dir, options, questions, on_disk, index_info=run_info.get("index") or index_info, new=stats.new
+            )
             _record_cost(out_dir, on_disk)
     summary.interrupted = interrupted
     summary.repaired_bytes = log.repaired_bytes
@@ -214,13 +245,19 @@ def _record_server(out_dir: Path, info: dict | None) -> None:
         from sqa.models.served_probe import same_reads
 
         before = set(old.get("base_urls") or [old.get("base_url")])
-        other = old["fingerprint"] != info["fingerprint"] and not same_reads(old.get("fingerprint_reads"),
-                                                                                info.get("fingerprint_reads"))
+        other = old["fingerprint"] != info["fingerprint"] and not same_reads(
+            old.get("fingerprint_reads"), info.get("fingerprint_reads")
+        )
         if other or not before & set(info.get("base_urls") or []):
-            what = ("other weights or settings (fingerprint " + f"{info['fingerprint']} vs {old['fingerprint']})"
-                    if other else f"{', '.join(info['base_urls'])}")
-            raise StoreMismatch(f"{path}: this run was answered through {', '.join(sorted(before))}, and this session "
-                                f"reads through {what}; resume it with its --base-url, or give another --out")
+            what = (
+                "other weights or settings (fingerprint " + f"{info['fingerprint']} vs {old['fingerprint']})"
+                if other
+                else f"{', '.join(info['base_urls'])}"
+            )
+            raise StoreMismatch(
+                f"{path}: this run was answered through {', '.join(sorted(before))}, and this session "
+                f"reads through {what}; resume it with its --base-url, or give another --out"
+            )
     if old != info:
         recorded["server"] = info
         write_json_atomic(path, recorded)
@@ -269,8 +306,10 @@ def _check_qid(q: Question, r: ReasoningResult) -> None:
     if r.qid is None:
         r.qid = q.qid
     elif r.qid != q.qid:
-        raise SqaError(f"the reader returned a result for {r.qid} in the place of {q.qid}; results must "
-                       "come back in the order of the questions")
+        raise SqaError(
+            f"the reader returned a result for {r.qid} in the place of {q.qid}; results must "
+            "come back in the order of the questions"
+        )
 
 
 def _record(q: Question, r: ReasoningResult, pool: FewShotPool, seconds: float, batch_size: int) -> dict:
@@ -286,6 +325,8 @@ def _record(q: Question, r: ReasoningResult, pool: FewShotPool, seconds: float, 
     }
     fewshot_qids = rec.get("fewshot_qids")
     if fewshot_qids and q.qid in fewshot_qids:
-        raise SqaError(f"the reader used question {q.qid} as its own few-shot example (pool {pool.name}); "
-                       "this is a bug in the reader's example selection")
+        raise SqaError(
+            f"the reader used question {q.qid} as its own few-shot example (pool {pool.name}); "
+            "this is a bug in the reader's example selection"
+        )
     return rec

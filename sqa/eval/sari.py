@@ -33,7 +33,7 @@ def sqa_tokenize(text: str) -> list[str]:
 
 def _ngram_set(tokens: Sequence[str], n: int) -> Counter:
     """Distinct n-grams of ``tokens`` as a Counter with every count 1 (empty if len < n)."""
-    return Counter({tuple(tokens[i:i + n]): 1 for i in range(len(tokens) - n + 1)})
+    return Counter({tuple(tokens[i : i + n]): 1 for i in range(len(tokens) - n + 1)})
 
 
 def _fbeta(true_positives: float, selected: float, relevant: float, beta: float = 1.0) -> float:
@@ -75,8 +75,9 @@ class SariScore:
     delete: float
 
 
-def sari_score(source: Sequence[str], prediction: Sequence[str], targets: Sequence[Sequence[str]],
-               max_gram: int = MAX_GRAM) -> SariScore:
+def sari_score(
+    source: Sequence[str], prediction: Sequence[str], targets: Sequence[Sequence[str]], max_gram: int = MAX_GRAM
+) -> SariScore:
     """SARI of one tokenized ``prediction`` against one or more tokenized ``targets`` for the
     tokenized ``source`` (see the module docstring for the exact definition)."""
     keeps, adds, dels = [], [], []
@@ -104,5 +105,6 @@ def decomposition_sari(question: str, predicted_steps: Sequence[str], gold_steps
     """SARI of a predicted decomposition as the StrategyQA leaderboard computes it: source = the
     question, prediction = the predicted steps joined by spaces, target = the gold steps joined by
     spaces, all tokenized with :func:`sqa_tokenize`."""
-    return sari_score(sqa_tokenize(question), sqa_tokenize(" ".join(predicted_steps)),
-                      [sqa_tokenize(" ".join(gold_steps))]).sari
+    return sari_score(
+        sqa_tokenize(question), sqa_tokenize(" ".join(predicted_steps)), [sqa_tokenize(" ".join(gold_steps))]
+    ).sari

@@ -50,8 +50,9 @@ def crossfit_shortfall(questions, folds: int, demos=frozenset()) -> str | None:
 
 def n_facts_of(records: Sequence[dict]) -> int:
     """The largest fact read-out ``fN`` in the records (0: no facts were read)."""
-    return max((int(k[1:]) for r in records for k in r.get("log_odds", {}) if k.startswith("f") and k[1:].isdigit()),
-               default=0)
+    return max(
+        (int(k[1:]) for r in records for k in r.get("log_odds", {}) if k.startswith("f") and k[1:].isdigit()), default=0
+    )
 
 
 def has_states(records: Sequence[dict]) -> bool:
@@ -71,8 +72,10 @@ def crossfit_specs(n_facts: int, states: bool) -> tuple[FeatureSpec, list[Featur
         facts = [FeatureSpec((last,), (last,), SCALARS), FeatureSpec(("plain", last), ("plain", last), SCALARS)]
     else:
         plain = FeatureSpec((), ("plain",))
-        facts = [FeatureSpec((), (last,), SCALARS),
-                 FeatureSpec((), ("plain", *(f"f{i}" for i in range(1, n_facts + 1))), SCALARS)]
+        facts = [
+            FeatureSpec((), (last,), SCALARS),
+            FeatureSpec((), ("plain", *(f"f{i}" for i in range(1, n_facts + 1))), SCALARS),
+        ]
     return plain, (facts if n_facts else [])
 
 
@@ -118,8 +121,9 @@ def _model(C: float, d: int):
     from sklearn.linear_model import LogisticRegression
 
     if d > 64:
-        return LogisticRegression(C=C, solver="liblinear", dual=True, intercept_scaling=100.0, max_iter=5000,
-                                  random_state=0)
+        return LogisticRegression(
+            C=C, solver="liblinear", dual=True, intercept_scaling=100.0, max_iter=5000, random_state=0
+        )
     return LogisticRegression(C=C, max_iter=2000)
 
 
@@ -223,14 +227,28 @@ class CrossFit:
             pp = p[rows]
             acc, lo, hi = accuracy_interval((pp >= 0.5) == yy)
             a = auc(yy, pp)
-            out[kind] = {"n": len(rows), "accuracy": round(acc, 4), "interval95": [round(lo, 4), round(hi, 4)],
-                         "auc": None if a is None else round(a, 4)}
+            out[kind] = {
+                "n": len(rows),
+                "accuracy": round(acc, 4),
+                "interval95": [round(lo, 4), round(hi, 4)],
+                "auc": None if a is None else round(a, 4),
+            }
         return out
 
 
-def crossfit(records: Sequence[dict], y: Sequence[bool | None], groups: Sequence[str], trainable: Sequence[bool],
-             *, model: str, model_sha256: str | None, provenance: dict, folds: int = 5, inner_folds: int = 3,
-             log: Callable[[str], None] = lambda s: None) -> CrossFit:
+def crossfit(
+    records: Sequence[dict],
+    y: Sequence[bool | None],
+    groups: Sequence[str],
+    trainable: Sequence[bool],
+    *,
+    model: str,
+    model_sha256: str | None,
+    provenance: dict,
+    folds: int = 5,
+    inner_folds: int = 3,
+    log: Callable[[str], None] = lambda s: None,
+) -> CrossFit:
     """Out-of-fold P(yes) of every labelled row and the final heads (see the module doc).
 
     ``records``: features dicts (``QuestionFeatures.to_dict()``; states decoded here in place);
@@ -254,8 +272,10 @@ def crossfit(records: Sequence[dict], y: Sequence[bool | None], groups: Sequence
     g = np.array([gid[x] for x in groups])
     n_groups = len(set(g[tr_mask].tolist()))
     if n_groups < folds or len(set(yv[tr_mask].tolist())) < 2:
-        raise SqaError(f"cross-fitting needs labelled questions of both answers on at least {folds} terms "
-                       f"(got {int(tr_mask.sum())} questions on {n_groups} terms); use a larger --limit")
+        raise SqaError(
+            f"cross-fitting needs labelled questions of both answers on at least {folds} terms "
+            f"(got {int(tr_mask.sum())} questions on {n_groups} terms); use a larger --limit"
+        )
     states = has_states(records)
     plain_spec, facts_specs = crossfit_specs(n_facts_of(records), states)
     X = {s: matrix(records, s) for s in [plain_spec, *facts_specs]}
@@ -273,7 +293,12 @@ def crossfit(records: Sequence[dict], y: Sequence[bool | None], groups: Sequence
         te = lab_idx[te_rel]
         tr = np.flatnonzero(tr_mask & ~np.isin(np.arange(n), te))
         cp, cf = select(tr)
-        info = {"fold": f, "n_fit": int(len(tr)), "n_answered": int(len(te)), "plain": {"spec": cp.spec.name, "C": cp.C}}
+        info = {
+            "fold": f,
+            "n_fit": int(len(tr)),
+            "n_answered": int(len(te)),
+            "plain": {"spec": cp.spec.name, "C": cp.C},
+        }
         coef, b = fit_folded(X[cp.spec][tr], yv[tr], cp.C)
         p_plain[te] = _p(X[cp.spec][te], coef, b)
         if cf is not None:
@@ -282,10 +307,13 @@ def crossfit(records: Sequence[dict], y: Sequence[bool | None], groups: Sequence
             info["facts"] = {"spec": cf.spec.name, "C": cf.C}
         fold[te] = f
         fold_info.append(info)
-        log(f"fold {f + 1}/{folds}: fitted on {len(tr)}, answered {len(te)}; facts {info.get('facts')}, plain C={cp.C:.3g}")
+        log(
+            f"fold {f + 1}/{folds}: fitted on {len(tr)}, answered {len(te)}; facts {info.get('facts')}, plain C={cp.C:.3g}"
+        )
     result = CrossFit(qids, p_facts, p_plain, fold, fold_info, protocol=PROTOCOL.format(folds=folds))
-    oof = result.summary([None if not lab[i] else bool(yv[i]) for i in range(n)],
-                         exclude={qids[i] for i in range(n) if not tr_mask[i]})
+    oof = result.summary(
+        [None if not lab[i] else bool(yv[i]) for i in range(n)], exclude={qids[i] for i in range(n) if not tr_mask[i]}
+    )
     tr = np.flatnonzero(tr_mask)
     cp, cf = select(tr)
     fitted = [qids[i] for i in tr]
@@ -293,9 +321,17 @@ def crossfit(records: Sequence[dict], y: Sequence[bool | None], groups: Sequence
         if ch is None:
             continue
         coef, b = fit_folded(X[ch.spec][tr], yv[tr], ch.C)
-        prov = {**provenance, "kind": kind, "train_size": len(fitted), "C": ch.C, "folds": folds,
-                "grouped_by": "term", "protocol": result.protocol, "cross_validated": oof.get(kind),
-                "fitted_qids": fitted}
+        prov = {
+            **provenance,
+            "kind": kind,
+            "train_size": len(fitted),
+            "C": ch.C,
+            "folds": folds,
+            "grouped_by": "term",
+            "protocol": result.protocol,
+            "cross_validated": oof.get(kind),
+            "fitted_qids": fitted,
+        }
         result.heads[kind] = AnswerHead(ch.spec, coef.astype(np.float32), b, model, model_sha256, prov)
         rest = np.flatnonzero(~lab)  # unlabelled rows: the final heads answer them (never fitted on)
         if len(rest):

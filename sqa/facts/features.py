@@ -67,12 +67,17 @@ class FactSettings:
             raise SqaError(f"step facts must be from 0 to {self.wiki + self.train} (got {self.step_facts})")
 
     def to_dict(self) -> dict:
-        return {"wiki": self.wiki, "train": self.train, "k": self.k, "max_words": self.max_words,
-                "sentence_paragraphs": self.sentence_paragraphs,
-                **({"scorer": self.scorer} if self.scorer != "bm25" else {}),
-                **({"step_facts": self.step_facts} if self.step_facts else {}),
-                "order": ("step sentences, then " if self.step_facts else "") + "train/wikipedia interleaved",
-                "prompt": PROMPT_VERSION}
+        return {
+            "wiki": self.wiki,
+            "train": self.train,
+            "k": self.k,
+            "max_words": self.max_words,
+            "sentence_paragraphs": self.sentence_paragraphs,
+            **({"scorer": self.scorer} if self.scorer != "bm25" else {}),
+            **({"step_facts": self.step_facts} if self.step_facts else {}),
+            "order": ("step sentences, then " if self.step_facts else "") + "train/wikipedia interleaved",
+            "prompt": PROMPT_VERSION,
+        }
 
     @classmethod
     def from_dict(cls, d: dict, k: int | None = None) -> "FactSettings":
@@ -80,9 +85,15 @@ class FactSettings:
         number of retrieved paragraphs. A head from before ``sentence_paragraphs`` read all k, as
         does one that recorded None."""
         k = d.get("k", 10) if k is None else k
-        return cls(wiki=d.get("wiki", 3), train=d.get("train", 2), k=k, max_words=d.get("max_words", 40),
-                   sentence_paragraphs=d.get("sentence_paragraphs"), scorer=d.get("scorer", "bm25"),
-                   step_facts=d.get("step_facts", 0))
+        return cls(
+            wiki=d.get("wiki", 3),
+            train=d.get("train", 2),
+            k=k,
+            max_words=d.get("max_words", 40),
+            sentence_paragraphs=d.get("sentence_paragraphs"),
+            scorer=d.get("scorer", "bm25"),
+            step_facts=d.get("step_facts", 0),
+        )
 
 
 class FactSelector:
@@ -93,8 +104,14 @@ class FactSelector:
     question, ``rank_sentences``) of its annotated evidence paragraphs, read from ``backend``
     (default: the retriever's). Raises SqaError for an unknown oracle."""
 
-    def __init__(self, retriever=None, settings: FactSettings = FactSettings(),
-                 annotated: AnnotatedFacts | None = None, oracle: str | None = None, backend=None):
+    def __init__(
+        self,
+        retriever=None,
+        settings: FactSettings = FactSettings(),
+        annotated: AnnotatedFacts | None = None,
+        oracle: str | None = None,
+        backend=None,
+    ):
         if oracle is not None and oracle not in ORACLES:
             raise SqaError(f"unknown oracle {oracle!r}; use {' or '.join(ORACLES)}")
         self.backend = backend if backend is not None else getattr(retriever, "backend", None)
@@ -108,8 +125,11 @@ class FactSelector:
             enc = default_encoder()
             self.encode = enc if settings.scorer == "minilm" else None
             self.step_encode = enc if settings.step_facts else None
-        self.wiki = WikipediaFacts(retriever, settings.k, settings.max_words, settings.sentence_paragraphs,
-                                   self.encode) if retriever is not None else None
+        self.wiki = (
+            WikipediaFacts(retriever, settings.k, settings.max_words, settings.sentence_paragraphs, self.encode)
+            if retriever is not None
+            else None
+        )
         self._annotated = annotated
         self.oracle = oracle
 
@@ -142,8 +162,13 @@ class FactSelector:
             return [], []
         text = q.question if query is None else query
         wiki, hits = self.wiki.select(text, s.wiki)
-        train = self.annotated.select(text, s.train, exclude_qids=[q.qid], encode=self.encode,
-                                      exclude_text=q.question if query is not None else "")
+        train = self.annotated.select(
+            text,
+            s.train,
+            exclude_qids=[q.qid],
+            encode=self.encode,
+            exclude_text=q.question if query is not None else "",
+        )
         facts = interleave(train, wiki)
         if self.needs_steps:
             facts = steps_first(self.step_sentences(q, steps), facts, s.wiki + s.train)
@@ -157,13 +182,15 @@ class FactSelector:
             raise SqaError(f"question {q.qid}: no annotated evidence for --oracle paragraphs (test split?)")
         if self.backend is None:
             raise SqaError("--oracle paragraphs needs the index (to read the annotated paragraphs)")
-        ids = list(dict.fromkeys(i for ann in q.evidence for step in ann for x in step if isinstance(x, list)
-                                 for i in x))
+        ids = list(
+            dict.fromkeys(i for ann in q.evidence for step in ann for x in step if isinstance(x, list) for i in x)
+        )
         hits = [Hit(paragraph=p, score=0.0, rank=i) for i, p in enumerate(self.backend.get(ids), start=1)]
         s = self.settings
         facts = rank_sentences(q.question, hits, s.wiki + s.train, s.max_words)
-        return [Fact(f.text, "oracle-paragraphs", f.ref, f.score) for f in facts], \
-            (self.wiki.retriever.retrieve(q.question, [], s.k) if self.wiki is not None else [])
+        return [Fact(f.text, "oracle-paragraphs", f.ref, f.score) for f in facts], (
+            self.wiki.retriever.retrieve(q.question, [], s.k) if self.wiki is not None else []
+        )
 
     def step_sentences(self, q: Question, steps: Sequence[str]) -> list[Fact]:
         """The best sentence of each step in ``steps`` (``step_evidence``), in step order,
@@ -175,8 +202,15 @@ class FactSelector:
         for st in steps:
             if len(out) >= self.settings.step_facts:
                 break  # full: the later steps are not retrieved or encoded
-            for f in step_evidence(st, self.wiki.retriever, self.annotated, question=q.question, k=self.settings.k,
-                                   encode=self.step_encode, max_words=self.settings.max_words):
+            for f in step_evidence(
+                st,
+                self.wiki.retriever,
+                self.annotated,
+                question=q.question,
+                k=self.settings.k,
+                encode=self.step_encode,
+                max_words=self.settings.max_words,
+            ):
                 if f.ref != q.qid and f.text.lower() not in seen and len(out) < self.settings.step_facts:
                     seen.add(f.text.lower())
                     out.append(f)
@@ -206,8 +240,12 @@ def complete_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
             yield lineno, line
 
 
-def parse_features(data: bytes, path: Path | str, key: Callable[[dict], str] | None = None,
-                   check: Callable[[dict, int], None] | None = None) -> tuple[dict[str, dict], int]:
+def parse_features(
+    data: bytes,
+    path: Path | str,
+    key: Callable[[dict], str] | None = None,
+    check: Callable[[dict, int], None] | None = None,
+) -> tuple[dict[str, dict], int]:
     """The one parser of features files (JSON lines, one ``QuestionFeatures.to_dict()`` object a
     line): ``({qid: record}, end)`` where ``end`` is the byte offset after the last complete line.
     Only a torn last line (bytes after the last newline: a kill during the write) is left out; a
@@ -219,20 +257,31 @@ def parse_features(data: bytes, path: Path | str, key: Callable[[dict], str] | N
     for lineno, line in complete_lines(data):
         try:
             rec = json.loads(line)
-            if not isinstance(rec, dict) or not isinstance(rec.get("qid"), str) or not isinstance(rec.get("question"), str) \
-                    or not isinstance(rec.get("log_odds"), dict) or not isinstance(rec.get("states", {}), dict):
+            if (
+                not isinstance(rec, dict)
+                or not isinstance(rec.get("qid"), str)
+                or not isinstance(rec.get("question"), str)
+                or not isinstance(rec.get("log_odds"), dict)
+                or not isinstance(rec.get("states", {}), dict)
+            ):
                 raise ValueError("not a features record (qid, question, log_odds, states)")
         except ValueError as e:
-            raise SqaError(f"{path}:{lineno}: damaged features line ({str(e)[:80]}); delete that line (the question "
-                           "is read again) or use another features directory") from None
+            raise SqaError(
+                f"{path}:{lineno}: damaged features line ({str(e)[:80]}); delete that line (the question "
+                "is read again) or use another features directory"
+            ) from None
         if check is not None:
             check(rec, lineno)
         done.setdefault(key(rec) if key else rec["qid"], rec)
     return done, data.rfind(b"\n") + 1
 
 
-def read_done(path: Path, repair: bool = False, key: Callable[[dict], str] | None = None,
-              check: Callable[[dict, int], None] | None = None) -> dict[str, dict]:
+def read_done(
+    path: Path,
+    repair: bool = False,
+    key: Callable[[dict], str] | None = None,
+    check: Callable[[dict, int], None] | None = None,
+) -> dict[str, dict]:
     """qid -> record of a features file (``parse_features``). A torn last line is left out;
     ``repair`` also cuts it off the file (the writer does this, under its lock, before appending;
     readers leave the file alone). A damaged complete line raises SqaError naming file:line and the
@@ -261,8 +310,10 @@ def lock_exclusive(f, path: Path | str) -> None:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
         if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            raise SqaError(f"{path}: another sqa run is writing these features (one writer per features "
-                           "directory); wait for it to finish") from None
+            raise SqaError(
+                f"{path}: another sqa run is writing these features (one writer per features "
+                "directory); wait for it to finish"
+            ) from None
         raise
 
 
@@ -274,8 +325,12 @@ def append_record(f, rec: dict) -> None:
     os.fsync(f.fileno())
 
 
-def question_features(model, q: Question, select: Callable[[Question, Sequence[str]], tuple[list[Fact], list]],
-                      decompose: Callable[[str, str | None], list[str]] | None = None) -> QuestionFeatures:
+def question_features(
+    model,
+    q: Question,
+    select: Callable[[Question, Sequence[str]], tuple[list[Fact], list]],
+    decompose: Callable[[str, str | None], list[str]] | None = None,
+) -> QuestionFeatures:
     """Decompose (when ``decompose`` is given) -> select facts -> read one question.
 
     ``select(q, steps) -> (facts, hits)`` (e.g. ``FactSelector.select``); ``decompose(question,
@@ -289,8 +344,9 @@ def question_features(model, q: Question, select: Callable[[Question, Sequence[s
     t = time.perf_counter()
     facts, hits = select(q, steps)
     t_sel = time.perf_counter() - t
-    qf = read_question(model, q, facts, paragraphs=[h.evidence_id for h in hits],
-                       paragraph_scores=[float(h.score) for h in hits])
+    qf = read_question(
+        model, q, facts, paragraphs=[h.evidence_id for h in hits], paragraph_scores=[float(h.score) for h in hits]
+    )
     qf.seconds["select"] = t_sel
     if decompose is not None:
         qf.steps = list(steps)
@@ -298,9 +354,14 @@ def question_features(model, q: Question, select: Callable[[Question, Sequence[s
     return qf
 
 
-def extract(model, selector: FactSelector, questions: Sequence[Question], path: str | Path,
-            on_question: Callable[[QuestionFeatures], None] | None = None,
-            decompose: Callable[[str, str | None], list[str]] | None = None) -> dict[str, dict]:
+def extract(
+    model,
+    selector: FactSelector,
+    questions: Sequence[Question],
+    path: str | Path,
+    on_question: Callable[[QuestionFeatures], None] | None = None,
+    decompose: Callable[[str, str | None], list[str]] | None = None,
+) -> dict[str, dict]:
     """Extract the features of every question not yet in ``path`` (JSON lines, appended and
     fsync'd one question at a time). Returns qid -> record for all of ``questions``.
     ``decompose(question, qid) -> steps`` (e.g. ``sqa.steps.decomposer.Decomposer(model)``) is

@@ -47,8 +47,11 @@ class FeatureSpec:
 
     @property
     def name(self) -> str:
-        return "+".join(self.states) + (f" lo:{'+'.join(self.log_odds)}" if self.log_odds else "") + \
-            (" +retrieval" if self.scalars else "")
+        return (
+            "+".join(self.states)
+            + (f" lo:{'+'.join(self.log_odds)}" if self.log_odds else "")
+            + (" +retrieval" if self.scalars else "")
+        )
 
     def to_dict(self) -> dict:
         return {"states": list(self.states), "log_odds": list(self.log_odds), "scalars": list(self.scalars)}
@@ -69,18 +72,25 @@ def scalar_features(rec) -> dict[str, float]:
     facts = get("facts") or []
 
     def fs(src):
-        vals = [(f["score"] if isinstance(f, dict) else f.score) for f in facts
-                if (f["source"] if isinstance(f, dict) else f.source) == src]
+        vals = [
+            (f["score"] if isinstance(f, dict) else f.score)
+            for f in facts
+            if (f["source"] if isinstance(f, dict) else f.source) == src
+        ]
         return float(max(vals)) if vals else 0.0
 
-    return {"top_paragraph_score": float(ps[0]) if ps else 0.0, "top_wiki_fact_score": fs("wikipedia"),
-            "top_train_fact_score": fs("train-facts")}
+    return {
+        "top_paragraph_score": float(ps[0]) if ps else 0.0,
+        "top_wiki_fact_score": fs("wikipedia"),
+        "top_train_fact_score": fs("train-facts"),
+    }
 
 
 def feature_vector(spec: FeatureSpec, states: dict, log_odds: dict, scalars: dict) -> np.ndarray:
     """The feature vector of one question, shape (sum of state sizes + len(log_odds) + len(scalars),).
     A read-out missing (fewer facts were found than ``fN``) falls back to the last one present, then
     to "plain". Raises SqaError if none is there."""
+
     def pick(d: dict, name: str):
         if name in d:
             return d[name]
@@ -131,9 +141,11 @@ class AnswerHead:
             return
         want = self.expected_size(int(hidden_size))
         if want != len(self.coef):
-            raise SqaError(f"{self.shown}: has {len(self.coef):,} coefficients, but model {model_name} (hidden size "
-                           f"{hidden_size:,}) with features {self.spec.name} needs {want:,}; the head was trained for "
-                           f"another model: build its heads with `sqa eval --split train --model {model_name}`")
+            raise SqaError(
+                f"{self.shown}: has {len(self.coef):,} coefficients, but model {model_name} (hidden size "
+                f"{hidden_size:,}) with features {self.spec.name} needs {want:,}; the head was trained for "
+                f"another model: build its heads with `sqa eval --split train --model {model_name}`"
+            )
 
     def p_yes(self, x: np.ndarray) -> float:
         """P(yes) for one feature vector (shape (d,)) or an array for a matrix (n, d)."""
@@ -147,19 +159,29 @@ class AnswerHead:
         model file when both are known, else the same model name)."""
         if self.model_sha256 and model_sha256:
             if self.model_sha256 != model_sha256:
-                raise SqaError(f"the answer head for {self.model} (sha256 {self.model_sha256[:12]}…) cannot read model "
-                               f"{model_name} (sha256 {model_sha256[:12]}…); build its heads with `sqa eval --split train "
-                               f"--model {model_name}`")
+                raise SqaError(
+                    f"the answer head for {self.model} (sha256 {self.model_sha256[:12]}…) cannot read model "
+                    f"{model_name} (sha256 {model_sha256[:12]}…); build its heads with `sqa eval --split train "
+                    f"--model {model_name}`"
+                )
         elif self.model != model_name:
-            raise SqaError(f"the answer head was trained for model {self.model}, not {model_name}; build its heads "
-                           f"with `sqa eval --split train --model {model_name}`")
+            raise SqaError(
+                f"the answer head was trained for model {self.model}, not {model_name}; build its heads "
+                f"with `sqa eval --split train --model {model_name}`"
+            )
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        obj = {"format": "sqa-answer-head/1", "model": self.model, "model_sha256": self.model_sha256,
-               "spec": self.spec.to_dict(), "intercept": self.intercept,
-               "coef": [float(f"{c:.6g}") for c in self.coef.tolist()], "provenance": self.provenance}
+        obj = {
+            "format": "sqa-answer-head/1",
+            "model": self.model,
+            "model_sha256": self.model_sha256,
+            "spec": self.spec.to_dict(),
+            "intercept": self.intercept,
+            "coef": [float(f"{c:.6g}") for c in self.coef.tolist()],
+            "provenance": self.provenance,
+        }
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
         tmp.replace(path)
@@ -183,14 +205,21 @@ class AnswerHead:
             raise SqaError(f"{path}: is a directory, not an answer head file") from None
         except (OSError, ValueError) as e:
             where = f"{path}:{e.lineno}" if isinstance(e, json.JSONDecodeError) else str(path)
-            raise SqaError(f"{where}: not a readable answer head ({type(e).__name__}); re-create it with "
-                           "`sqa eval --split train`") from None
+            raise SqaError(
+                f"{where}: not a readable answer head ({type(e).__name__}); re-create it with `sqa eval --split train`"
+            ) from None
         problem = _head_problem(obj)
         if problem:
             raise SqaError(f"{path}: not a readable answer head: {problem}; re-create it with `sqa eval --split train`")
-        return cls(FeatureSpec.from_dict(obj["spec"]), np.asarray(obj["coef"], dtype=np.float32),
-                   float(obj["intercept"]), obj["model"], obj.get("model_sha256"), obj.get("provenance") or {},
-                   source=str(path))
+        return cls(
+            FeatureSpec.from_dict(obj["spec"]),
+            np.asarray(obj["coef"], dtype=np.float32),
+            float(obj["intercept"]),
+            obj["model"],
+            obj.get("model_sha256"),
+            obj.get("provenance") or {},
+            source=str(path),
+        )
 
 
 def _finite(x) -> bool:
@@ -235,8 +264,10 @@ def _head_problem(obj) -> str | None:
     n_states = len(spec["states"])
     rest = len(coef) - fixed
     if rest < 0 or (n_states and (rest == 0 or rest % n_states)) or (not n_states and rest):
-        return (f"field 'coef' has {len(coef):,} numbers, which does not fit spec {spec['states']} + "
-                f"{len(spec['log_odds'])} log-odds + {len(spec.get('scalars', []))} scalars")
+        return (
+            f"field 'coef' has {len(coef):,} numbers, which does not fit spec {spec['states']} + "
+            f"{len(spec['log_odds'])} log-odds + {len(spec.get('scalars', []))} scalars"
+        )
     prov = obj.get("provenance", {})
     if prov is None:
         prov = {}
@@ -295,8 +326,14 @@ def choose_c(X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int = 5, g
     return float(cv.C_[0])
 
 
-def out_of_fold(X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int = 5,
-                fixed_c: float | None = None, extra: np.ndarray | None = None) -> tuple[np.ndarray, list[float]]:
+def out_of_fold(
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    folds: int = 5,
+    fixed_c: float | None = None,
+    extra: np.ndarray | None = None,
+) -> tuple[np.ndarray, list[float]]:
     """Cross-fitted P(yes) for every row: the head of outer fold f is trained on the other folds
     (its regularisation chosen by an inner grouped CV there, unless ``fixed_c``) and predicts fold f.
     ``extra`` (shape of ``X``: the same questions from another feature source, e.g. oracle facts)
@@ -317,8 +354,16 @@ def out_of_fold(X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int = 5
     return p, cs
 
 
-def fit_head(X: np.ndarray, y: np.ndarray, groups: np.ndarray, spec: FeatureSpec, model: str,
-             model_sha256: str | None, provenance: dict, folds: int = 5) -> AnswerHead:
+def fit_head(
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    spec: FeatureSpec,
+    model: str,
+    model_sha256: str | None,
+    provenance: dict,
+    folds: int = 5,
+) -> AnswerHead:
     """Fit on all rows (C by grouped CV) and fold the standardisation into the coefficients."""
     C = choose_c(X, y, groups, folds)
     pipe = _pipeline(C).fit(X, y)

@@ -87,8 +87,11 @@ def _matches(path: Path, stem: str | None, kind: str | None) -> bool:
     if stem is None:
         return name.endswith(".json") and (".facts." in name or ".plain." in name)
     prefix = f"{stem}.{kind}." if kind else f"{stem}."
-    return name.startswith(prefix) and name.endswith(".json") and \
-        (kind is not None or name[len(prefix):].split(".", 1)[0] in ("facts", "plain"))
+    return (
+        name.startswith(prefix)
+        and name.endswith(".json")
+        and (kind is not None or name[len(prefix) :].split(".", 1)[0] in ("facts", "plain"))
+    )
 
 
 def list_heads(stem: str | None = None, kind: str | None = None) -> list[HeadEntry]:
@@ -111,9 +114,14 @@ def choose_head(stem: str, kind: str, train: str) -> HeadEntry:
     bad = next((e for e in entries if e.head is None), None)
     if bad is not None:
         others = [e for e in entries if e.head is not None]
-        fallback = (f"{others[0].name if len(others) == 1 else 'the head fitted on the most questions'} then answers"
-                    if others else f"then build one with `{train}`")
-        where = "a shipped head: reinstall sqa" if bad.shipped else f"remove it with `sqa heads rm {bad.name}` ({fallback})"
+        fallback = (
+            f"{others[0].name if len(others) == 1 else 'the head fitted on the most questions'} then answers"
+            if others
+            else f"then build one with `{train}`"
+        )
+        where = (
+            "a shipped head: reinstall sqa" if bad.shipped else f"remove it with `sqa heads rm {bad.name}` ({fallback})"
+        )
         raise SqaError(f"{bad.problem.split('; re-create it')[0]}; {where}")
     if not entries:
         raise HeadNotFound(f"no answer head for model {stem}; build its heads with `{train}`")
@@ -124,7 +132,9 @@ def choose_head(stem: str, kind: str, train: str) -> HeadEntry:
     return max(entries, key=rank)
 
 
-def save_heads(heads: dict[str, AnswerHead], stem: str, settings_key: str, replace: bool = False) -> list[tuple[Path, HeadEntry]]:
+def save_heads(
+    heads: dict[str, AnswerHead], stem: str, settings_key: str, replace: bool = False
+) -> list[tuple[Path, HeadEntry]]:
     """Write each head of a train run (kind -> head, ``provenance.fitted_qids`` set) to
     ``heads_dir()/head_file_name(...)`` beside the others; the same file name is the same fit, so
     only then is a file written over. ``replace``: the model's other user heads of that kind are
@@ -152,8 +162,10 @@ def remove_head(name: str) -> Path:
     path = heads_dir() / name
     if not path.is_file():
         if (HEADS_DIR / name).is_file():
-            raise SqaError(f"{name}: a shipped head (in the package) is never removed; the head fitted on the most "
-                           "questions answers, so a larger head of your own takes over by itself")
+            raise SqaError(
+                f"{name}: a shipped head (in the package) is never removed; the head fitted on the most "
+                "questions answers, so a larger head of your own takes over by itself"
+            )
         raise SqaError(f"{path}: no such head; `sqa heads list` shows the heads")
     path.unlink()
     return path

@@ -37,8 +37,10 @@ from sqa.facts.sources import Fact
 from sqa.types import Question
 
 PROMPT_VERSION = "facts-v1"
-INSTRUCTION = ("Answer each yes/no question with Yes or No. Facts that may help are listed under the question; "
-               "some of them may be irrelevant.\n\n")
+INSTRUCTION = (
+    "Answer each yes/no question with Yes or No. Facts that may help are listed under the question; "
+    "some of them may be irrelevant.\n\n"
+)
 PLAIN_INSTRUCTION = "Answer each yes/no question with Yes or No.\n\n"
 N_DEMOS = 6
 
@@ -80,14 +82,18 @@ def demo_qids() -> frozenset[str]:
 def facts_prefix() -> str:
     parts = [INSTRUCTION]
     for d in fixed_demos():
-        parts.append(f"Question: {d.question}\nFacts:\n" + "".join(f"- {f}\n" for f in d.facts)
-                     + f"Answer: {'Yes' if d.answer else 'No'}\n\n")
+        parts.append(
+            f"Question: {d.question}\nFacts:\n"
+            + "".join(f"- {f}\n" for f in d.facts)
+            + f"Answer: {'Yes' if d.answer else 'No'}\n\n"
+        )
     return "".join(parts)
 
 
 def plain_prefix() -> str:
-    return PLAIN_INSTRUCTION + "".join(f"Question: {d.question}\nAnswer: {'Yes' if d.answer else 'No'}\n\n"
-                                       for d in fixed_demos())
+    return PLAIN_INSTRUCTION + "".join(
+        f"Question: {d.question}\nAnswer: {'Yes' if d.answer else 'No'}\n\n" for d in fixed_demos()
+    )
 
 
 def facts_prompts(question: str, facts: Sequence[str]) -> list[str]:
@@ -134,22 +140,33 @@ class QuestionFeatures:
     steps: list[str] = field(default_factory=list)  # the decomposition the step facts came from (if any)
 
     def to_dict(self) -> dict:
-        return {"qid": self.qid, "question": self.question, "label": self.label,
-                "facts": [f.to_dict() for f in self.facts], "paragraphs": self.paragraphs,
-                "paragraph_scores": [round(s, 4) for s in self.paragraph_scores],
-                "log_odds": {k: round(v, 5) for k, v in self.log_odds.items()},
-                "states": {k: encode_state(v) for k, v in self.states.items()},
-                "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-                **({"steps": list(self.steps)} if self.steps else {})}
+        return {
+            "qid": self.qid,
+            "question": self.question,
+            "label": self.label,
+            "facts": [f.to_dict() for f in self.facts],
+            "paragraphs": self.paragraphs,
+            "paragraph_scores": [round(s, 4) for s in self.paragraph_scores],
+            "log_odds": {k: round(v, 5) for k, v in self.log_odds.items()},
+            "states": {k: encode_state(v) for k, v in self.states.items()},
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            **({"steps": list(self.steps)} if self.steps else {}),
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> "QuestionFeatures":
-        return cls(qid=d["qid"], question=d["question"], label=d.get("label"),
-                   facts=[Fact.from_dict(f) for f in d.get("facts", [])],
-                   paragraphs=list(d.get("paragraphs", [])), paragraph_scores=list(d.get("paragraph_scores", [])),
-                   states={k: decode_state(v) for k, v in d.get("states", {}).items()},
-                   log_odds=dict(d.get("log_odds", {})), seconds=dict(d.get("seconds", {})),
-                   steps=list(d.get("steps", [])))
+        return cls(
+            qid=d["qid"],
+            question=d["question"],
+            label=d.get("label"),
+            facts=[Fact.from_dict(f) for f in d.get("facts", [])],
+            paragraphs=list(d.get("paragraphs", [])),
+            paragraph_scores=list(d.get("paragraph_scores", [])),
+            states={k: decode_state(v) for k, v in d.get("states", {}).items()},
+            log_odds=dict(d.get("log_odds", {})),
+            seconds=dict(d.get("seconds", {})),
+            steps=list(d.get("steps", [])),
+        )
 
 
 def encode_state(v: np.ndarray) -> str:
@@ -161,18 +178,30 @@ def decode_state(s: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(s), dtype="<f2").astype(np.float32)
 
 
-def read_question(model, question: Question | str, facts: Sequence[Fact], *, qid: str | None = None,
-                  paragraphs: Sequence[str] = (), paragraph_scores: Sequence[float] = (),
-                  plain: bool = True) -> QuestionFeatures:
+def read_question(
+    model,
+    question: Question | str,
+    facts: Sequence[Fact],
+    *,
+    qid: str | None = None,
+    paragraphs: Sequence[str] = (),
+    paragraph_scores: Sequence[float] = (),
+    plain: bool = True,
+) -> QuestionFeatures:
     """Run the reader over one question: the plain prompt (if ``plain``) and the facts prompt,
     reading out after each fact line. ``model`` must have ``hidden_states(prompts)`` (llama.cpp and
     transformers models give states; a served model gives None, and the record then holds log-odds only). Raises whatever the model raises (SqaError for a prompt over the
     context)."""
     text = question.question if isinstance(question, Question) else question
     label = question.answer if isinstance(question, Question) else None
-    qf = QuestionFeatures(qid=qid or (question.qid if isinstance(question, Question) else ""), question=text,
-                          facts=list(facts), paragraphs=list(paragraphs), paragraph_scores=list(paragraph_scores),
-                          label=label)
+    qf = QuestionFeatures(
+        qid=qid or (question.qid if isinstance(question, Question) else ""),
+        question=text,
+        facts=list(facts),
+        paragraphs=list(paragraphs),
+        paragraph_scores=list(paragraph_scores),
+        label=label,
+    )
     prompts: list[tuple[str, str]] = []
     if plain:
         prompts.append(("plain", plain_prompt(text)))

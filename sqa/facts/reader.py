@@ -62,12 +62,24 @@ class FactsReader:
 
     prefers_batches = False
 
-    def __init__(self, model: LanguageModel, head: AnswerHead | None, retriever=None, *, k: int = 10,
-                 settings: FactSettings | None = None, oracle: str | None = None, backend=None,
-                 features_cache: str | Path | None = None, prefix_cache: str | Path | None = None):
+    def __init__(
+        self,
+        model: LanguageModel,
+        head: AnswerHead | None,
+        retriever=None,
+        *,
+        k: int = 10,
+        settings: FactSettings | None = None,
+        oracle: str | None = None,
+        backend=None,
+        features_cache: str | Path | None = None,
+        prefix_cache: str | Path | None = None,
+    ):
         if head is not None and head.spec.uses_facts and retriever is None and oracle is None:
-            raise SqaError("this answer head reads facts, so it needs retrieval; use the no-retrieval head "
-                           "(--no-retrieval picks it) or pass --head")
+            raise SqaError(
+                "this answer head reads facts, so it needs retrieval; use the no-retrieval head "
+                "(--no-retrieval picks it) or pass --head"
+            )
         if head is not None:
             head.check_size(model.hidden_size, model.name or "this model")
         self.model = model
@@ -78,17 +90,22 @@ class FactsReader:
         # facts are shown (and read out after) when the head reads them, or zero-shot when retrieving
         self.reads_facts = bool(oracle) or (head.spec.uses_facts if head is not None else retriever is not None)
         if settings is None:
-            settings = FactSettings.from_dict(head.provenance.get("facts", {}), k=k) if head is not None \
+            settings = (
+                FactSettings.from_dict(head.provenance.get("facts", {}), k=k)
+                if head is not None
                 else FactSettings(k=k, **ZERO_SHOT_SETTINGS)
+            )
         self.settings = settings
-        self.selector = FactSelector(retriever if self.reads_facts else None, self.settings,
-                                     oracle=oracle, backend=backend)
+        self.selector = FactSelector(
+            retriever if self.reads_facts else None, self.settings, oracle=oracle, backend=backend
+        )
         self.decomposer = None
         if self.selector.needs_steps:  # a head trained on step facts: the model writes the steps first
             from sqa.steps.decomposer import Decomposer
 
-            self.decomposer = Decomposer(model, encode=self.selector.step_encode, require_minilm=True,
-                                         cache_dir=prefix_cache)
+            self.decomposer = Decomposer(
+                model, encode=self.selector.step_encode, require_minilm=True, cache_dir=prefix_cache
+            )
         if features_cache:
             check_features_file(features_cache)  # one line naming file, line and field, not a KeyError later
         self._cache = read_done(Path(features_cache)) if features_cache else {}
@@ -121,18 +138,31 @@ class FactsReader:
             return self.zero_shot(q, qf)
         x = feature_vector(self.head.spec, qf.states, qf.log_odds, scalar_features(qf))
         if x.shape != self.head.coef.shape:
-            raise SqaError(f"{self.head.shown}: has {len(self.head.coef):,} coefficients but question {q.qid or q.question!r} "
-                           f"gave {x.size:,} features; the head was trained for another model or features file")
+            raise SqaError(
+                f"{self.head.shown}: has {len(self.head.coef):,} coefficients but question {q.qid or q.question!r} "
+                f"gave {x.size:,} features; the head was trained for another model or features file"
+            )
         if not np.all(np.isfinite(x)):
-            raise SqaError(f"model {self.model.name}: its read-outs for question {q.qid or q.question!r} "
-                           "are not numbers (NaN/inf); the model or its files are damaged: download it again")
+            raise SqaError(
+                f"model {self.model.name}: its read-outs for question {q.qid or q.question!r} "
+                "are not numbers (NaN/inf); the model or its files are damaged: download it again"
+            )
         p = float(self.head.p_yes(x))
         if not math.isfinite(p):
-            raise SqaError(f"{self.head.shown}: P(yes) is not a number for question {q.qid or q.question!r}; "
-                           "re-create the head with `sqa eval --split train`")
-        r = features_result(q, qf, p, f"head:{self.head.spec.name}", k=self.k,
-                            model_name=self.model.name,
-                            shows_facts=self.reads_facts, retrieval=self.retriever is not None)
+            raise SqaError(
+                f"{self.head.shown}: P(yes) is not a number for question {q.qid or q.question!r}; "
+                "re-create the head with `sqa eval --split train`"
+            )
+        r = features_result(
+            q,
+            qf,
+            p,
+            f"head:{self.head.spec.name}",
+            k=self.k,
+            model_name=self.model.name,
+            shows_facts=self.reads_facts,
+            retrieval=self.retriever is not None,
+        )
         r.head = self.head.source or ""  # the file that answered (issue 41 item 1)
         return r
 
@@ -144,22 +174,37 @@ class FactsReader:
         name = f"f{len(qf.facts)}" if qf.facts and self.reads_facts else "plain"
         lo = qf.log_odds.get(name)
         if not _num(lo):
-            raise SqaError(f"model {self.model.name}: its {name} read-out for question "
-                           f"{q.qid or q.question!r} is {'missing' if lo is None else 'not a number (NaN/inf)'}; "
-                           "its file may be damaged, or the features cache lacks that read-out")
-        r = features_result(q, qf, _sigmoid(lo), f"zero-shot:{'plain' if name == 'plain' else 'facts'}", k=self.k,
-                            model_name=self.model.name, shows_facts=self.reads_facts,
-                            retrieval=self.retriever is not None)
+            raise SqaError(
+                f"model {self.model.name}: its {name} read-out for question "
+                f"{q.qid or q.question!r} is {'missing' if lo is None else 'not a number (NaN/inf)'}; "
+                "its file may be damaged, or the features cache lacks that read-out"
+            )
+        r = features_result(
+            q,
+            qf,
+            _sigmoid(lo),
+            f"zero-shot:{'plain' if name == 'plain' else 'facts'}",
+            k=self.k,
+            model_name=self.model.name,
+            shows_facts=self.reads_facts,
+            retrieval=self.retriever is not None,
+        )
         r.calibrated = False
         return r
 
-    def answer_batch(self, questions: Sequence[Question], decomposition: str = "question",
-                     on_result: Callable[[ReasoningResult], None] | None = None) -> list[ReasoningResult]:
+    def answer_batch(
+        self,
+        questions: Sequence[Question],
+        decomposition: str = "question",
+        on_result: Callable[[ReasoningResult], None] | None = None,
+    ) -> list[ReasoningResult]:
         """Answer ``questions`` one after another (the prefix cache stays warm). ``decomposition``
         must be "question": this reader retrieves for the question as a whole."""
         if decomposition != "question":
-            raise BadInput(f"--decomposition {decomposition}: the facts reader retrieves for the whole question; "
-                           "use --decomposition question, or --reader steps for decomposition-based reading")
+            raise BadInput(
+                f"--decomposition {decomposition}: the facts reader retrieves for the whole question; "
+                "use --decomposition question, or --reader steps for decomposition-based reading"
+            )
         out = []
         for q in questions:
             if not q.question or not q.question.strip():
@@ -212,11 +257,19 @@ def features_record_problem(rec) -> str | None:
     if not isinstance(facts, list):
         return "field 'facts' must be a list"
     for i, f in enumerate(facts):
-        if not (isinstance(f, dict) and isinstance(f.get("text"), str) and isinstance(f.get("source"), str)
-                and "ref" in f and _num(f.get("score"))):
+        if not (
+            isinstance(f, dict)
+            and isinstance(f.get("text"), str)
+            and isinstance(f.get("source"), str)
+            and "ref" in f
+            and _num(f.get("score"))
+        ):
             return f"field 'facts' entry {i} must be an object with text, source, ref and a numeric score"
-    for key, ok in (("paragraphs", lambda x: isinstance(x, str)), ("paragraph_scores", _num),
-                    ("steps", lambda x: isinstance(x, str))):
+    for key, ok in (
+        ("paragraphs", lambda x: isinstance(x, str)),
+        ("paragraph_scores", _num),
+        ("steps", lambda x: isinstance(x, str)),
+    ):
         v = rec.get(key, [])
         if not isinstance(v, list) or not all(ok(x) for x in v):
             return f"field '{key}' must be a list of {'numbers' if key == 'paragraph_scores' else 'strings'}"
@@ -236,26 +289,42 @@ def check_features_file(path: str | Path) -> int:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise BadInput(f"{path}: --features-cache file not found; give a features file (JSON lines of the facts reader's records), "
-                       "or leave the option out") from None
+        raise BadInput(
+            f"{path}: --features-cache file not found; give a features file (JSON lines of the facts reader's records), "
+            "or leave the option out"
+        ) from None
     except IsADirectoryError:
-        raise BadInput(f"{path}: --features-cache is a directory; give one features file (e.g. DIR/train-2061.jsonl)") \
-            from None
+        raise BadInput(
+            f"{path}: --features-cache is a directory; give one features file (e.g. DIR/train-2061.jsonl)"
+        ) from None
     n = 0
     for lineno, line in complete_lines(data):  # a torn last line is left out, as the readers do
         try:
             rec = json.loads(line)
         except ValueError as e:
-            raise BadInput(f"{path}:{lineno}: not a JSON line ({type(e).__name__}); this is not a features file, or the line is damaged") from None
+            raise BadInput(
+                f"{path}:{lineno}: not a JSON line ({type(e).__name__}); this is not a features file, or the line is damaged"
+            ) from None
         problem = features_record_problem(rec)
         if problem:
-            raise BadInput(f"{path}:{lineno}: not a features record: {problem}; give a features file, or leave out --features-cache")
+            raise BadInput(
+                f"{path}:{lineno}: not a features record: {problem}; give a features file, or leave out --features-cache"
+            )
         n += 1
     return n
 
 
-def features_result(q: Question, qf: QuestionFeatures, p: float, decision: str, *, k: int = 10, model_name: str = "",
-                    shows_facts: bool = True, retrieval: bool = True) -> ReasoningResult:
+def features_result(
+    q: Question,
+    qf: QuestionFeatures,
+    p: float,
+    decision: str,
+    *,
+    k: int = 10,
+    model_name: str = "",
+    shows_facts: bool = True,
+    retrieval: bool = True,
+) -> ReasoningResult:
     """The answer of one question from its features and the head's P(yes) ``p``: the trace of the
     facts reader (facts shown when ``shows_facts``, the top-``k`` paragraphs as evidence when
     ``retrieval``, the model's own verbalised readings in ``signals``, ``decision`` naming the head
@@ -274,11 +343,19 @@ def features_result(q: Question, qf: QuestionFeatures, p: float, decision: str, 
         timings["cached"] = 1.0
     steps = [StepTrace(index=i, question=st) for i, st in enumerate(qf.steps, start=1)]
     return ReasoningResult(
-        question=q.question, steps=steps, answer=p >= 0.5, p_yes=p,
+        question=q.question,
+        steps=steps,
+        answer=p >= 0.5,
+        p_yes=p,
         paragraphs=list(qf.paragraphs[:k]) if retrieval else [],
-        qid=q.qid or None, timings=timings, model=model_name,
-        p_yes_raw=signals.get("facts", signals.get("plain")), signals={k_: round(v, 6) for k_, v in signals.items()},
-        decision=decision, facts=[f.to_dict() for f in qf.facts] if shows_facts else [])
+        qid=q.qid or None,
+        timings=timings,
+        model=model_name,
+        p_yes_raw=signals.get("facts", signals.get("plain")),
+        signals={k_: round(v, 6) for k_, v in signals.items()},
+        decision=decision,
+        facts=[f.to_dict() for f in qf.facts] if shows_facts else [],
+    )
 
 
 def train_command(model_name: str) -> str:

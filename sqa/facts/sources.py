@@ -23,7 +23,6 @@ from sqa.text import clip_words, split_sentences
 from sqa.types import Hit, Question
 
 
-
 @dataclass(frozen=True)
 class Fact:
     """One fact shown to the reader: ``text`` (one sentence), its ``source`` ("wikipedia" or
@@ -54,8 +53,9 @@ class _BM25:
         self._stemmer = Stemmer.Stemmer("english")
         self.n = len(texts)
         self._bm25 = bm25s.BM25()
-        self._bm25.index(bm25s.tokenize(list(texts), stopwords="en", stemmer=self._stemmer, show_progress=False),
-                         show_progress=False)
+        self._bm25.index(
+            bm25s.tokenize(list(texts), stopwords="en", stemmer=self._stemmer, show_progress=False), show_progress=False
+        )
 
     def rank(self, query: str, k: int) -> list[tuple[int, float]]:
         """Up to ``k`` (index, score) pairs with score > 0, best first."""
@@ -116,8 +116,9 @@ class WikipediaFacts:
     ``sentence_paragraphs`` of them (None: all k) and all k paragraphs' hits (the leaderboard's
     evidence)."""
 
-    def __init__(self, retriever, k: int = 10, max_words: int = 40, sentence_paragraphs: int | None = None,
-                 encode=None):
+    def __init__(
+        self, retriever, k: int = 10, max_words: int = 40, sentence_paragraphs: int | None = None, encode=None
+    ):
         self.retriever = retriever
         self.k = k
         self.max_words = max_words
@@ -149,8 +150,15 @@ class AnnotatedFacts:
                     self.facts.append((f.strip(), q.qid, _norm(q.question)))
         self._index = _BM25([f for f, _, _ in self.facts])
 
-    def select(self, question: str, n: int, exclude_qids: Sequence[str] = (), exclude_text: str = "",
-               encode=None, pool: int = 20) -> list[Fact]:
+    def select(
+        self,
+        question: str,
+        n: int,
+        exclude_qids: Sequence[str] = (),
+        exclude_text: str = "",
+        encode=None,
+        pool: int = 20,
+    ) -> list[Fact]:
         """``exclude_text``: also leave out the facts of a question with this text (the question a
         decomposition step belongs to, when ``question`` is the step). ``encode``: re-rank the
         ``pool`` best by BM25 by their cosine with ``question`` (``Fact.score`` = the cosine)."""
@@ -158,8 +166,10 @@ class AnnotatedFacts:
             return []
         if encode is not None:
             cands = self.select(question, pool, exclude_qids, exclude_text)
-            return [Fact(cands[i].text, cands[i].source, cands[i].ref, c)
-                    for i, c in _cosine_rank(encode, question, [f.text for f in cands], n)]
+            return [
+                Fact(cands[i].text, cands[i].source, cands[i].ref, c)
+                for i, c in _cosine_rank(encode, question, [f.text for f in cands], n)
+            ]
         excl = set(exclude_qids)
         norms = {_norm(question)} | ({_norm(exclude_text)} if exclude_text else set())
         out: list[Fact] = []
@@ -185,8 +195,17 @@ def default_annotated_facts() -> AnnotatedFacts:
     return AnnotatedFacts()
 
 
-def step_evidence(step: str, retriever, annotated: AnnotatedFacts | None = None, *, question: str = "",
-                  k: int = 10, n: int = 1, encode=None, max_words: int = 40) -> list[Fact]:
+def step_evidence(
+    step: str,
+    retriever,
+    annotated: AnnotatedFacts | None = None,
+    *,
+    question: str = "",
+    k: int = 10,
+    n: int = 1,
+    encode=None,
+    max_words: int = 40,
+) -> list[Fact]:
     """The ``n`` sentences that best state the answer of one decomposition ``step``, for display
     (``sqa ask --steps``): candidates are the sentences of the step's top-``k`` paragraphs
     (``retriever.retrieve(step, [], k)``, as "Title: sentence") and the 10 best train-2061
@@ -212,5 +231,7 @@ def step_evidence(step: str, retriever, annotated: AnnotatedFacts | None = None,
     cands += [f for f in train if f.text.lower() not in seen]
     if not cands:
         return []
-    return [Fact(cands[i].text, cands[i].source, cands[i].ref, sc) for i, sc in _cosine_rank(encode, step,
-                                                                                           [c.text for c in cands], n)]
+    return [
+        Fact(cands[i].text, cands[i].source, cands[i].ref, sc)
+        for i, sc in _cosine_rank(encode, step, [c.text for c in cands], n)
+    ]

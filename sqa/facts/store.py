@@ -12,8 +12,15 @@ import json
 from pathlib import Path
 from typing import Callable, Sequence
 
-from sqa.facts.features import (FactSelector, FactSettings, append_record, lock_exclusive, parse_features,
-                                question_features, read_done)
+from sqa.facts.features import (
+    FactSelector,
+    FactSettings,
+    append_record,
+    lock_exclusive,
+    parse_features,
+    question_features,
+    read_done,
+)
 from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
 from sqa.models.registry import model_stem
 from sqa.types import Question, SqaError, StoreMismatch
@@ -71,8 +78,14 @@ def store_meta(model_name: str, sha: str | None, settings: FactSettings, index: 
     """What a features directory is made with (its ``meta.json``): the model name and file sha256,
     the prompt version, the fact settings and the index identity (``sqa.pipeline.index_info``
     without ``built_at``). A directory is reused only when all of these match."""
-    return {"format": STORE_FORMAT, "model": model_name, "model_sha256": sha, "prompt": PROMPT_VERSION,
-            "facts": settings.to_dict(), "index": {k: v for k, v in (index or {}).items() if k != "built_at"}}
+    return {
+        "format": STORE_FORMAT,
+        "model": model_name,
+        "model_sha256": sha,
+        "prompt": PROMPT_VERSION,
+        "facts": settings.to_dict(),
+        "index": {k: v for k, v in (index or {}).items() if k != "built_at"},
+    }
 
 
 _PARTS: dict[str, str] | None = None
@@ -153,20 +166,24 @@ class FeaturesStore:
                     raise ValueError("not an object")
             except ValueError:
                 n = len(list(self.root.glob("*.jsonl")))
-                raise StoreMismatch(f"{path}: not a valid features meta file; the {n} features file(s) beside it are "
-                                    "intact: rename meta.json (e.g. meta.json.bad) and run with the settings they were "
-                                    "read with, and a new meta.json is written (each record carries its own identity)") \
-                    from None
+                raise StoreMismatch(
+                    f"{path}: not a valid features meta file; the {n} features file(s) beside it are "
+                    "intact: rename meta.json (e.g. meta.json.bad) and run with the settings they were "
+                    "read with, and a new meta.json is written (each record carries its own identity)"
+                ) from None
             diff = [k for k in META_KEYS if old.get(k) != self.meta.get(k)]
             if diff:
                 k = diff[0]
                 shown = "; ".join(f"{k}: stored {_short(old.get(k))} vs now {_short(self.meta.get(k))}" for k in diff)
-                hint = {"index": "use the index they were read with (--index-dir, --backend)",
-                        "model": "use the model they were read with (--model)",
-                        "model_sha256": "the model file differs from the one they were read with",
-                        }.get(k, "use the fact settings they were read with")
-                raise StoreMismatch(f"{path}: the stored features were made with other settings ({shown}); {hint}, or "
-                                    "set SQA_HOME to another folder for a new store; nothing was deleted")
+                hint = {
+                    "index": "use the index they were read with (--index-dir, --backend)",
+                    "model": "use the model they were read with (--model)",
+                    "model_sha256": "the model file differs from the one they were read with",
+                }.get(k, "use the fact settings they were read with")
+                raise StoreMismatch(
+                    f"{path}: the stored features were made with other settings ({shown}); {hint}, or "
+                    "set SQA_HOME to another folder for a new store; nothing was deleted"
+                )
             return
         tmp = path.with_name("meta.json.tmp")
         try:
@@ -205,9 +222,11 @@ class FeaturesStore:
 
         def check(rec: dict, lineno: int) -> None:
             if rec.get("made_with") not in ok:
-                raise StoreMismatch(f"{path}:{lineno}: field 'made_with' is {rec['made_with']!r}, not this store's "
-                                    f"{stamp!r}: the record was read with another model or settings ({self.root}); move "
-                                    "that file out of the store (nothing was deleted)")
+                raise StoreMismatch(
+                    f"{path}:{lineno}: field 'made_with' is {rec['made_with']!r}, not this store's "
+                    f"{stamp!r}: the record was read with another model or settings ({self.root}); move "
+                    "that file out of the store (nothing was deleted)"
+                )
             w = state_width(rec)
             if w is None:
                 return
@@ -215,9 +234,11 @@ class FeaturesStore:
             if want is None:
                 self._width = w
             elif w != want:
-                raise StoreMismatch(f"{path}:{lineno}: field 'states' holds {w:,} floats a state, but "
-                                    f"{self.meta.get('model')}'s features have {want:,}: the record was read with another "
-                                    "model; move that file out of the store (nothing was deleted)")
+                raise StoreMismatch(
+                    f"{path}:{lineno}: field 'states' holds {w:,} floats a state, but "
+                    f"{self.meta.get('model')}'s features have {want:,}: the record was read with another "
+                    "model; move that file out of the store (nothing was deleted)"
+                )
 
         return check
 
@@ -242,9 +263,15 @@ class FeaturesStore:
                     pass
             raise SqaError(_write_failed(path, e)) from None
 
-    def extract(self, model, selector: FactSelector, questions: Sequence[Question], done: dict[str, dict],
-                on_question: Callable[[QuestionFeatures], None] | None = None,
-                decompose: Callable[[str, str | None], list[str]] | None = None) -> dict[str, dict]:
+    def extract(
+        self,
+        model,
+        selector: FactSelector,
+        questions: Sequence[Question],
+        done: dict[str, dict],
+        on_question: Callable[[QuestionFeatures], None] | None = None,
+        decompose: Callable[[str, str | None], list[str]] | None = None,
+    ) -> dict[str, dict]:
         """Read every question of ``questions`` not in ``done`` (``read()``'s result, updated in
         place, keyed by ``question_key``) and append its record. Returns qid -> record for
         ``questions``; a stored record of the same qid with another question text is not used (the
@@ -262,8 +289,9 @@ class FeaturesStore:
                 on_question(qf)
         return {q.qid: done[question_key(q)] for q in questions if question_key(q) in done}
 
-    def import_files(self, files: Sequence[str | Path], meta: dict, done: dict[str, dict],
-                     known: dict[str, Question] | None = None) -> tuple[int, int]:
+    def import_files(
+        self, files: Sequence[str | Path], meta: dict, done: dict[str, dict], known: dict[str, Question] | None = None
+    ) -> tuple[int, int]:
         """Append the records of features files (``.jsonl`` or ``.jsonl.xz``, e.g. the dumps of
         ``bench/results/features.md``) made with ``meta`` (their ``meta.json``: the old form with
         ``index_paragraphs``/``index_preset`` is read too). Refused with SqaError unless the model,
@@ -271,14 +299,18 @@ class FeaturesStore:
         store's. Records already here are skipped; a record whose question text differs from
         ``known[qid]`` (StrategyQA's) is refused naming file:line. Returns (added, skipped)."""
         mine = self.meta
-        theirs_index = meta.get("index") or {"paragraph_count": meta.get("index_paragraphs"),
-                                             "preset": meta.get("index_preset")}
+        theirs_index = meta.get("index") or {
+            "paragraph_count": meta.get("index_paragraphs"),
+            "preset": meta.get("index_preset"),
+        }
         diff = [k for k in ("model", "model_sha256", "prompt", "facts") if meta.get(k) != mine.get(k)]
         if theirs_index.get("paragraph_count") != (mine.get("index") or {}).get("paragraph_count"):
             diff.append("index paragraph count")
         if diff:
-            raise SqaError(f"the imported features were made with other settings ({', '.join(diff)}) than "
-                           f"{self.root}; import them with the matching --model / fact settings / --index-dir")
+            raise SqaError(
+                f"the imported features were made with other settings ({', '.join(diff)}) than "
+                f"{self.root}; import them with the matching --model / fact settings / --index-dir"
+            )
         added = skipped = 0
         for file in files:
             file = Path(file)
@@ -324,6 +356,8 @@ def _write_failed(path: Path, e: OSError) -> str:
     import errno
 
     why = "the disk is full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else (e.strerror or str(e))
-    return (f"{path}: cannot write features ({why}); the features read so far are kept in {path.parent}: free space "
-            "there (or set SQA_HOME to a folder on another disk and move $SQA_HOME/features there), then run the same "
-            "command to continue")
+    return (
+        f"{path}: cannot write features ({why}); the features read so far are kept in {path.parent}: free space "
+        "there (or set SQA_HOME to a folder on another disk and move $SQA_HOME/features there), then run the same "
+        "command to continue"
+    )

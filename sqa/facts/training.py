@@ -18,8 +18,18 @@ from typing import Sequence
 
 import numpy as np
 
-from sqa.facts.head import (SCALARS, AnswerHead, FeatureSpec, accuracy_interval, choose_c, feature_vector, fit_head,
-                               out_of_fold, paired_difference, scalar_features)
+from sqa.facts.head import (
+    SCALARS,
+    AnswerHead,
+    FeatureSpec,
+    accuracy_interval,
+    choose_c,
+    feature_vector,
+    fit_head,
+    out_of_fold,
+    paired_difference,
+    scalar_features,
+)
 
 
 def candidate_specs(n_facts: int) -> list[FeatureSpec]:
@@ -43,8 +53,11 @@ class Dataset:
 
     @classmethod
     def build(cls, records: Sequence[dict], questions_by_id: dict) -> "Dataset":
-        recs = [r for r in records if questions_by_id.get(r["qid"]) is not None
-                and questions_by_id[r["qid"]].answer is not None]
+        recs = [
+            r
+            for r in records
+            if questions_by_id.get(r["qid"]) is not None and questions_by_id[r["qid"]].answer is not None
+        ]
         from sqa.facts.prompt import decode_state
 
         for r in recs:  # decode once
@@ -80,10 +93,18 @@ def cross_validate(ds: Dataset, specs: Sequence[FeatureSpec], folds: int = 5, lo
         p, _ = out_of_fold(X, ds.y, ds.groups, folds, fixed_c=C)
         correct = (p >= 0.5) == ds.y.astype(bool)
         acc, lo, hi = accuracy_interval(correct)
-        row = {"spec": spec.to_dict(), "name": spec.name, "C": C, "accuracy": round(acc, 4),
-               "interval95": [round(lo, 4), round(hi, 4)], "log_loss": round(float(log_loss(ds.y, p)), 4),
-               "auc": round(float(roc_auc_score(ds.y, p)), 4), "yes_rate": round(float(np.mean(p >= 0.5)), 4),
-               "oof": p.tolist(), "n_features": int(X.shape[1])}
+        row = {
+            "spec": spec.to_dict(),
+            "name": spec.name,
+            "C": C,
+            "accuracy": round(acc, 4),
+            "interval95": [round(lo, 4), round(hi, 4)],
+            "log_loss": round(float(log_loss(ds.y, p)), 4),
+            "auc": round(float(roc_auc_score(ds.y, p)), 4),
+            "yes_rate": round(float(np.mean(p >= 0.5)), 4),
+            "oof": p.tolist(),
+            "n_features": int(X.shape[1]),
+        }
         rows.append(row)
         log(f"{spec.name:40s} C={C:.4g} acc {acc:.3f} [{lo:.3f}, {hi:.3f}] AUC {row['auc']:.3f}")
     return rows
@@ -124,16 +145,27 @@ def report(ds: Dataset, rows: Sequence[dict]) -> dict:
     for name in ("plain", f"f{max(int(s[1:]) for r in ds.records for s in r['log_odds'] if s != 'plain')}"):
         pv = verbalised(ds, name)
         acc, lo, hi = accuracy_interval((pv >= 0.5) == y)
-        verbal[name] = {"accuracy": round(acc, 4), "interval95": [round(lo, 4), round(hi, 4)],
-                        "yes_rate": round(float(np.mean(pv >= 0.5)), 4)}
-    return {"n": len(y), "majority_no": round(float(np.mean(~y)), 4), "chosen_facts": best["name"],
-            "choice_rule": "plain + facts after the last fact + retrieval scores, unless another facts spec beats it "
-                           "by more than one standard error of the paired out-of-fold difference", "plain_name": plain["name"],
-            "facts_prefix": {k: best[k] for k in ("accuracy", "interval95", "auc", "log_loss", "C")},
-            "plain_head": {k: plain[k] for k in ("accuracy", "interval95", "auc", "log_loss", "C")},
-            "facts_minus_plain": {"difference": round(d, 4), "interval95": [round(dlo, 4), round(dhi, 4)],
-                                  "paired_on": len(y)},
-            "verbalised": verbal}
+        verbal[name] = {
+            "accuracy": round(acc, 4),
+            "interval95": [round(lo, 4), round(hi, 4)],
+            "yes_rate": round(float(np.mean(pv >= 0.5)), 4),
+        }
+    return {
+        "n": len(y),
+        "majority_no": round(float(np.mean(~y)), 4),
+        "chosen_facts": best["name"],
+        "choice_rule": "plain + facts after the last fact + retrieval scores, unless another facts spec beats it "
+        "by more than one standard error of the paired out-of-fold difference",
+        "plain_name": plain["name"],
+        "facts_prefix": {k: best[k] for k in ("accuracy", "interval95", "auc", "log_loss", "C")},
+        "plain_head": {k: plain[k] for k in ("accuracy", "interval95", "auc", "log_loss", "C")},
+        "facts_minus_plain": {
+            "difference": round(d, 4),
+            "interval95": [round(dlo, 4), round(dhi, 4)],
+            "paired_on": len(y),
+        },
+        "verbalised": verbal,
+    }
 
 
 def model_sha256(model) -> str | None:
@@ -150,15 +182,20 @@ def model_sha256(model) -> str | None:
     return file_sha256(model.path)
 
 
-def fit_heads(ds: Dataset, rows: Sequence[dict], model_name: str, sha: str | None, provenance: dict,
-              folds: int = 5) -> dict[str, AnswerHead]:
+def fit_heads(
+    ds: Dataset, rows: Sequence[dict], model_name: str, sha: str | None, provenance: dict, folds: int = 5
+) -> dict[str, AnswerHead]:
     """Fit the plain and the chosen facts head on all rows of ``ds``."""
     plain, best = choose(rows, ds.y)
     out = {}
     for kind, row in (("plain", plain), ("facts", best)):
         spec = FeatureSpec.from_dict(row["spec"])
         X = ds.matrix(spec)
-        prov = {**provenance, "kind": kind, "train_size": len(ds.y),
-                "cross_validated": {k: row[k] for k in ("accuracy", "interval95", "auc", "log_loss")}}
+        prov = {
+            **provenance,
+            "kind": kind,
+            "train_size": len(ds.y),
+            "cross_validated": {k: row[k] for k in ("accuracy", "interval95", "auc", "log_loss")},
+        }
         out[kind] = fit_head(X, ds.y, ds.groups, spec, model_name, sha, prov, folds)
     return out

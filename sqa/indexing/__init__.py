@@ -76,16 +76,34 @@ def check_searchable(index_dir: str | Path, be: SearchBackend) -> None:
     d = Path(index_dir)
     where = d if be.name == "embedded" else f"Elasticsearch index {getattr(be, 'es_index', '?')!r} ({d})"
     n = be.count()
-    build = f"`sqa index --index-dir {d}` with the same options" + (" --backend elasticsearch" if be.name != "embedded" else "")
+    build = f"`sqa index --index-dir {d}` with the same options" + (
+        " --backend elasticsearch" if be.name != "embedded" else ""
+    )
     if n == 0:
         raise SqaError(f"{where}: the index holds no paragraphs; build it with {build}")
     if (d / CHECKPOINT).exists():
-        warnings.warn(f"{where}: partial index ({n:,} paragraphs): its build was interrupted; run {build} to finish it",
-                      SqaWarning, stacklevel=3)
+        warnings.warn(
+            f"{where}: partial index ({n:,} paragraphs): its build was interrupted; run {build} to finish it",
+            SqaWarning,
+            stacklevel=3,
+        )
     elif read_manifest(d) is None and be.name == "embedded":
-        warnings.warn(f"{where}: no manifest.json, so this index's build may not have finished ({n:,} paragraphs); "
-                      f"run {build} to finish it", SqaWarning, stacklevel=3)
+        warnings.warn(
+            f"{where}: no manifest.json, so this index's build may not have finished ({n:,} paragraphs); "
+            f"run {build} to finish it",
+            SqaWarning,
+            stacklevel=3,
+        )
 
 
-__all__ = ["BACKENDS", "MAX_K", "CORPORA", "BuildReport", "build_index", "check_searchable", "open_backend", "corpus_files",
-           "read_manifest"]
+__all__ = [
+    "BACKENDS",
+    "MAX_K",
+    "CORPORA",
+    "BuildReport",
+    "build_index",
+    "check_searchable",
+    "open_backend",
+    "corpus_files",
+    "read_manifest",
+]

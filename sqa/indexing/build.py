@@ -95,10 +95,13 @@ class BuildReport:
     duplicates: int = 0  # paragraphs that replaced one with the same evidence ID (see the module doc)
 
     def summary(self) -> str:
-        return (f"paragraphs read {self.read:,}, indexed {self.indexed:,}, skipped (malformed) {self.skipped:,}, "
-                f"in index {self.count:,}" + (f", duplicates replaced {self.duplicates:,}" if self.duplicates else "")
-                + f", {self.seconds:,.1f} s" + (" (resumed)" if self.resumed else ""))
-
+        return (
+            f"paragraphs read {self.read:,}, indexed {self.indexed:,}, skipped (malformed) {self.skipped:,}, "
+            f"in index {self.count:,}"
+            + (f", duplicates replaced {self.duplicates:,}" if self.duplicates else "")
+            + f", {self.seconds:,.1f} s"
+            + (" (resumed)" if self.resumed else "")
+        )
 
 
 def index_files(index_dir: str | Path) -> tuple[list[Path], list[Path]]:
@@ -121,24 +124,31 @@ def index_files(index_dir: str | Path) -> tuple[list[Path], list[Path]]:
         return isinstance(obj, dict) and "backend" in obj and "corpus_files" in obj
 
     meta = _json_file(d / "meta.json")
-    tantivy_ok = (isinstance(meta, dict) and "segments" in meta and
-                  any(isinstance(f, dict) and f.get("name") == "evidence_id" for f in meta.get("schema") or []))
+    tantivy_ok = (
+        isinstance(meta, dict)
+        and "segments" in meta
+        and any(isinstance(f, dict) and f.get("name") == "evidence_id" for f in meta.get("schema") or [])
+    )
     if not (sqa_record(MANIFEST) or sqa_record(CHECKPOINT) or tantivy_ok):
         lock = [e for e in entries if e.name == LOCK and e.is_file()]
         return lock, [e for e in entries if e not in lock]  # a lock alone: what a build left before its first write
     managed = _json_file(d / ".managed.json") if tantivy_ok else None
     managed = set(managed) if isinstance(managed, list) and all(isinstance(x, str) for x in managed) else set()
     # segments named by meta.json (its ids with dashes; files carry them without): recorded too
-    segments = {str(s.get("segment_id", "")).replace("-", "") for s in (meta.get("segments") or [])
-                if isinstance(s, dict)} if tantivy_ok else set()
+    segments = (
+        {str(s.get("segment_id", "")).replace("-", "") for s in (meta.get("segments") or []) if isinstance(s, dict)}
+        if tantivy_ok
+        else set()
+    )
     own = {MANIFEST, CHECKPOINT, MANIFEST + ".tmp", CHECKPOINT + ".tmp", LOCK}
     ours, others = [], []
     for e in entries:
         n = e.name
         # only files recorded as the index's: a name that merely looks like a segment file is kept
         seg = _SEGMENT_FILE.match(n)
-        is_ours = n in own or (tantivy_ok and (n in _TANTIVY_FILES or n in managed
-                                               or (seg is not None and n[:32] in segments)))
+        is_ours = n in own or (
+            tantivy_ok and (n in _TANTIVY_FILES or n in managed or (seg is not None and n[:32] in segments))
+        )
         (ours if is_ours and not e.is_dir() else others).append(e)
     return ours, others
 
@@ -156,9 +166,13 @@ def remove_index(index_dir: str | Path, dry_run: bool = False) -> tuple[int, lis
     ours, others = index_files(d)
     if not [e for e in ours if e.name != LOCK]:
         if others:
-            shown = ", ".join(e.name for e in others[:3]) + (f" and {len(others) - 3:,} more" if len(others) > 3 else "")
-            raise SqaError(f"{d}: not an sqa index (it holds {shown}); --fresh deletes only an index that sqa built, "
-                           "so nothing was deleted; give the index's own directory or a new one to --index-dir")
+            shown = ", ".join(e.name for e in others[:3]) + (
+                f" and {len(others) - 3:,} more" if len(others) > 3 else ""
+            )
+            raise SqaError(
+                f"{d}: not an sqa index (it holds {shown}); --fresh deletes only an index that sqa built, "
+                "so nothing was deleted; give the index's own directory or a new one to --index-dir"
+            )
         return 0, []
     if dry_run:
         return 0, others
@@ -166,8 +180,11 @@ def remove_index(index_dir: str | Path, dry_run: bool = False) -> tuple[int, lis
     writer_lock = open(d / ".tantivy-writer.lock", "a+b") if (d / ".tantivy-writer.lock").exists() else None
     try:
         if writer_lock is not None:
-            _lock_or_busy(writer_lock, f"{d}: another process is writing this index (tantivy's writer lock is taken), "
-                                       "so --fresh deleted nothing; wait for it to finish, then run the same command again")
+            _lock_or_busy(
+                writer_lock,
+                f"{d}: another process is writing this index (tantivy's writer lock is taken), "
+                "so --fresh deleted nothing; wait for it to finish, then run the same command again",
+            )
         # the manifest last: an interrupted removal still leaves a directory recognised as an index
         ours.sort(key=lambda e: e.name == MANIFEST)
         n = 0
@@ -220,8 +237,11 @@ def build_lock(index_dir: str | Path) -> Iterator[None]:
         return
     f = open(d / LOCK, "a+b")
     try:
-        _lock_or_busy(f, f"{d}: another `sqa index` is building this index; wait for it to finish (or stop it), "
-                         "then run the same command again")
+        _lock_or_busy(
+            f,
+            f"{d}: another `sqa index` is building this index; wait for it to finish (or stop it), "
+            "then run the same command again",
+        )
         _held_locks[key] = 1
         try:
             yield
@@ -252,11 +272,17 @@ def _hold_sigint() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def build_index(corpus_files: Sequence[str | Path], index_dir: str | Path, backend: SearchBackend,
-                strict: bool = False, commit_every: int | None = None, batch_size: int = 2_000,
-                on_progress: Callable[[BuildProgress], None] | None = None,
-                on_error: Callable[[str, int, str], None] | None = None,
-                preset: str | None = None) -> BuildReport:
+def build_index(
+    corpus_files: Sequence[str | Path],
+    index_dir: str | Path,
+    backend: SearchBackend,
+    strict: bool = False,
+    commit_every: int | None = None,
+    batch_size: int = 2_000,
+    on_progress: Callable[[BuildProgress], None] | None = None,
+    on_error: Callable[[str, int, str], None] | None = None,
+    preset: str | None = None,
+) -> BuildReport:
     """Index every paragraph of ``corpus_files`` (either format, plain/gz/xz) into ``backend``,
     resuming from ``index_dir/checkpoint.json`` when it names the same files.
 
@@ -279,8 +305,10 @@ def build_index(corpus_files: Sequence[str | Path], index_dir: str | Path, backe
     for f in files:
         fp = Path(f)
         if fp.is_dir():
-            raise BadInput(f"{f}: is a directory; pass a corpus file (.jsonl, .jsonl.gz or the StrategyQA paragraph "
-                           "file) to --corpus")
+            raise BadInput(
+                f"{f}: is a directory; pass a corpus file (.jsonl, .jsonl.gz or the StrategyQA paragraph "
+                "file) to --corpus"
+            )
         if not fp.is_file():
             raise BadInput(f"{f}: corpus file not found; pass an existing file to --corpus")
         if not os.access(fp, os.R_OK):
@@ -289,8 +317,17 @@ def build_index(corpus_files: Sequence[str | Path], index_dir: str | Path, backe
         return _build(files, index_dir, backend, strict, commit_every, batch_size, on_progress, on_error, preset)
 
 
-def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bool, commit_every: int,
-           batch_size: int, on_progress, on_error, preset: str | None) -> BuildReport:
+def _build(
+    files: list[str],
+    index_dir: Path,
+    backend: SearchBackend,
+    strict: bool,
+    commit_every: int,
+    batch_size: int,
+    on_progress,
+    on_error,
+    preset: str | None,
+) -> BuildReport:
     report = BuildReport(backend=backend.name, corpus_files=files)
 
     start_file, start_pos, rejected_before = 0, 0, 0
@@ -316,10 +353,22 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
     def checkpoint(file_index: int, position: int) -> None:
         with _hold_sigint():  # the commit and the checkpoint that records it, or neither
             backend.commit()
-            write_json_atomic(ckpt_path, indent=2, obj={"backend": backend.name, "corpus_files": files, "file_index": file_index,
-                                           "position": position, "read": report.read, "indexed": report.indexed,
-                                           "skipped": report.skipped, "preexisting": report.preexisting,
-                                           "rejected": rejected(), "count": None if start is None else backend.count()})
+            write_json_atomic(
+                ckpt_path,
+                indent=2,
+                obj={
+                    "backend": backend.name,
+                    "corpus_files": files,
+                    "file_index": file_index,
+                    "position": position,
+                    "read": report.read,
+                    "indexed": report.indexed,
+                    "skipped": report.skipped,
+                    "preexisting": report.preexisting,
+                    "rejected": rejected(),
+                    "count": None if start is None else backend.count(),
+                },
+            )
 
     for fi in range(start_file, len(files)):
         path = files[fi]
@@ -335,8 +384,18 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
             pending += len(batch)
             batch = []
             if on_progress:
-                on_progress(BuildProgress(fi, path, size, stats.bytes_read, report.read + stats.read, report.indexed,
-                                          report.skipped + stats.skipped, time.perf_counter() - t0))
+                on_progress(
+                    BuildProgress(
+                        fi,
+                        path,
+                        size,
+                        stats.bytes_read,
+                        report.read + stats.read,
+                        report.indexed,
+                        report.skipped + stats.skipped,
+                        time.perf_counter() - t0,
+                    )
+                )
 
         for p in stream:
             batch.append(p)
@@ -357,8 +416,11 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
         checkpoint(fi + 1, 0)
         pending = 0
         if on_progress:
-            on_progress(BuildProgress(fi, path, size, size, report.read, report.indexed, report.skipped,
-                                      time.perf_counter() - t0))
+            on_progress(
+                BuildProgress(
+                    fi, path, size, size, report.read, report.indexed, report.skipped, time.perf_counter() - t0
+                )
+            )
 
     backend.commit()
     report.count = backend.count()
@@ -369,10 +431,15 @@ def _build(files: list[str], index_dir: Path, backend: SearchBackend, strict: bo
     if report.count == 0:
         ckpt_path.unlink(missing_ok=True)  # nothing to resume: a re-run reads the files again
         names = ", ".join(files)
-        why = (f"all {report.skipped:,} non-blank lines were malformed (see the messages above)" if report.skipped
-               else "the input holds no paragraphs (empty file?)")
-        raise BadInput(f"{names}: no paragraph indexed, {why}; check --corpus (one JSON object a line with "
-                       "title, para_id, para; or StrategyQA's paragraph file)")
+        why = (
+            f"all {report.skipped:,} non-blank lines were malformed (see the messages above)"
+            if report.skipped
+            else "the input holds no paragraphs (empty file?)"
+        )
+        raise BadInput(
+            f"{names}: no paragraph indexed, {why}; check --corpus (one JSON object a line with "
+            "title, para_id, para; or StrategyQA's paragraph file)"
+        )
     manifest = {
         "backend": backend.name,
         "preset": preset,

@@ -44,8 +44,10 @@ def _damaged(path, e: BaseException) -> SqaError:
         return SqaError(f"{path}: permission denied reading the corpus file; check its permissions (chmod +r)")
     if isinstance(e, OSError) and not isinstance(e, gzip.BadGzipFile) and e.errno is not None:
         return SqaError(f"{path}: cannot read the corpus file ({e.strerror or e}); check the file and the disk")
-    return SqaError(f"{path}: compressed stream is truncated or corrupt ({type(e).__name__}: {e or 'unexpected end'}); "
-                    "re-create or re-download the file")
+    return SqaError(
+        f"{path}: compressed stream is truncated or corrupt ({type(e).__name__}: {e or 'unexpected end'}); "
+        "re-create or re-download the file"
+    )
 
 
 def optional_field_error(obj: dict) -> str | None:
@@ -123,8 +125,12 @@ def detect_format(path: str | Path) -> str:
             return "strategyqa"
         # one object on the first line: a JSONL line, unless it is the whole paragraph dict
         # ({evidence ID: {content, ...}} written on one line)
-        if isinstance(obj, dict) and "para" not in obj and "title" not in obj and \
-                any(isinstance(v, dict) for v in obj.values()):
+        if (
+            isinstance(obj, dict)
+            and "para" not in obj
+            and "title" not in obj
+            and any(isinstance(v, dict) for v in obj.values())
+        ):
             return "strategyqa"
         return "jsonl"
     raise BadInput(f"{path}:1: not a JSON corpus file (expected JSONL paragraphs or a StrategyQA paragraph dict)")
@@ -157,8 +163,9 @@ def _record_error(obj) -> str | None:
         return f"missing field(s) {', '.join(missing)}"
     if not isinstance(title, str) or not title.strip():
         return f"wrong field type: title must be a non-empty string, got {_short(title)}"
-    if not ((isinstance(para_id, int) and not isinstance(para_id, bool))
-            or (isinstance(para_id, str) and para_id.strip())):
+    if not (
+        (isinstance(para_id, int) and not isinstance(para_id, bool)) or (isinstance(para_id, str) and para_id.strip())
+    ):
         return f"wrong field type: para_id must be an integer or a non-empty string, got {_short(para_id)}"
     if not isinstance(text, str):
         return f"wrong field type: para must be a string, got {type(text).__name__} {_short(text)}"
@@ -177,8 +184,13 @@ def _loads(line: bytes):
         return json.loads(line)
 
 
-def read_corpus_jsonl(path: str | Path, stats: ReadStats | None = None, on_error: ErrorCallback | None = None,
-                      strict: bool = False, skip_lines: int = 0) -> Iterator[Paragraph]:
+def read_corpus_jsonl(
+    path: str | Path,
+    stats: ReadStats | None = None,
+    on_error: ErrorCallback | None = None,
+    strict: bool = False,
+    skip_lines: int = 0,
+) -> Iterator[Paragraph]:
     """Yield paragraphs from a full-corpus JSONL file (plain, .gz or .xz), one per valid line.
 
     ``skip_lines`` lines are passed over without parsing (used to resume a build). Required
@@ -212,10 +224,14 @@ def read_corpus_jsonl(path: str | Path, stats: ReadStats | None = None, on_error
             if type(obj) is dict_:
                 title, para_id, text = obj.get("title"), obj.get("para_id"), obj.get("para")
                 section, headers = obj.get("section"), obj.get("headers")
-                if (type(title) is str_ and type(text) is str_ and title.strip()
-                        and (type(para_id) is int_ or (type(para_id) is str_ and para_id.strip()))
-                        and (section is None or type(section) is str_)
-                        and (headers is None or (type(headers) is list_ and all(type(h) is str_ for h in headers)))):
+                if (
+                    type(title) is str_
+                    and type(text) is str_
+                    and title.strip()
+                    and (type(para_id) is int_ or (type(para_id) is str_ and para_id.strip()))
+                    and (section is None or type(section) is str_)
+                    and (headers is None or (type(headers) is list_ and all(type(h) is str_ for h in headers)))
+                ):
                     stats.read += 1
                     yield Paragraph(f"{title}-{para_id}", title, text, section or "", tuple(headers) if headers else ())
                     continue
@@ -224,8 +240,13 @@ def read_corpus_jsonl(path: str | Path, stats: ReadStats | None = None, on_error
                 stats.record_error(name, lineno, reason, on_error, strict)
                 continue
             stats.read += 1  # valid, but not in the fast path's exact types (an int subclass, say)
-            yield Paragraph(evidence_id=f"{obj['title']}-{obj['para_id']}", title=obj["title"], text=obj["para"],
-                            section=obj.get("section") or "", headers=tuple(obj.get("headers") or ()))
+            yield Paragraph(
+                evidence_id=f"{obj['title']}-{obj['para_id']}",
+                title=obj["title"],
+                text=obj["para"],
+                section=obj.get("section") or "",
+                headers=tuple(obj.get("headers") or ()),
+            )
         stats.bytes_read = raw.tell()
     except _STREAM_ERRORS as e:
         raise _damaged(path, e) from None
@@ -234,9 +255,13 @@ def read_corpus_jsonl(path: str | Path, stats: ReadStats | None = None, on_error
         raw.close()
 
 
-def read_strategyqa_paragraphs(path: str | Path, stats: ReadStats | None = None,
-                               on_error: ErrorCallback | None = None, strict: bool = False,
-                               skip_lines: int = 0) -> Iterator[Paragraph]:
+def read_strategyqa_paragraphs(
+    path: str | Path,
+    stats: ReadStats | None = None,
+    on_error: ErrorCallback | None = None,
+    strict: bool = False,
+    skip_lines: int = 0,
+) -> Iterator[Paragraph]:
     """Yield paragraphs from StrategyQA's paragraph file (dict evidence ID -> title, section,
     headers, para_index, content; plain, .gz or .xz), in file order. An entry whose value is not
     an object with a string ``content`` is a malformed record: "line" is its 1-based entry number.
@@ -274,12 +299,22 @@ def read_strategyqa_paragraphs(path: str | Path, stats: ReadStats | None = None,
             stats.record_error(str(path), n, f"entry {eid!r}: {reason}", on_error, strict)
             continue
         stats.read += 1
-        yield Paragraph(evidence_id=eid, title=title or eid.rsplit("-", 1)[0], text=rec["content"],
-                        section=rec.get("section") or "", headers=tuple(rec.get("headers") or ()))
+        yield Paragraph(
+            evidence_id=eid,
+            title=title or eid.rsplit("-", 1)[0],
+            text=rec["content"],
+            section=rec.get("section") or "",
+            headers=tuple(rec.get("headers") or ()),
+        )
 
 
-def read_corpus(path: str | Path, stats: ReadStats | None = None, on_error: ErrorCallback | None = None,
-                strict: bool = False, skip_lines: int = 0) -> Iterator[Paragraph]:
+def read_corpus(
+    path: str | Path,
+    stats: ReadStats | None = None,
+    on_error: ErrorCallback | None = None,
+    strict: bool = False,
+    skip_lines: int = 0,
+) -> Iterator[Paragraph]:
     """Yield paragraphs from a corpus file of either format (detected from its content)."""
     reader = read_corpus_jsonl if detect_format(path) == "jsonl" else read_strategyqa_paragraphs
     return reader(path, stats=stats, on_error=on_error, strict=strict, skip_lines=skip_lines)

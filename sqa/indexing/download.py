@@ -136,8 +136,10 @@ def _hash_file(path: Path, upto: int) -> "hashlib._Hash":
 def _net_error(url: str, e: BaseException) -> SqaError:
     shown = safe_url(url)
     if isinstance(e, urllib.error.HTTPError):
-        return SqaError(f"{shown}: HTTP {e.code} {e.reason}; check the URL (--corpus-url / ${URL_ENV}) or pass "
-                        f"--corpus PATH for a copy on disk")
+        return SqaError(
+            f"{shown}: HTTP {e.code} {e.reason}; check the URL (--corpus-url / ${URL_ENV}) or pass "
+            f"--corpus PATH for a copy on disk"
+        )
     reason = getattr(e, "reason", None) or e
     if isinstance(reason, socket.gaierror):
         why = f"cannot resolve the host: {reason.strerror or reason}; offline?"
@@ -147,8 +149,10 @@ def _net_error(url: str, e: BaseException) -> SqaError:
         why = "timed out"
     else:
         why = f"{type(reason).__name__}: {reason}"
-    return SqaError(f"{shown}: cannot download the corpus ({why}); check the network, or download it elsewhere "
-                    f"and pass --corpus PATH")
+    return SqaError(
+        f"{shown}: cannot download the corpus ({why}); check the network, or download it elsewhere "
+        f"and pass --corpus PATH"
+    )
 
 
 def verify_gzip(path: Path, on_progress: Callable[[FetchProgress], None] | None = None) -> int:
@@ -174,8 +178,10 @@ def verify_gzip(path: Path, on_progress: Callable[[FetchProgress], None] | None 
                     if on_progress and not n & 7:
                         on_progress(FetchProgress("verify", raw.tell(), size))
         except _STREAM_ERRORS as e:
-            raise SqaError(f"{path}: the downloaded file is not a complete gzip stream ({type(e).__name__}: "
-                           f"{e or 'unexpected end'})") from None
+            raise SqaError(
+                f"{path}: the downloaded file is not a complete gzip stream ({type(e).__name__}: "
+                f"{e or 'unexpected end'})"
+            ) from None
     if tail and tail != b"\n":
         lines += 1  # a last line without its newline
     if on_progress:
@@ -183,10 +189,16 @@ def verify_gzip(path: Path, on_progress: Callable[[FetchProgress], None] | None 
     return lines
 
 
-def fetch_corpus(url: str | None = None, dest_dir: str | Path | None = None, name: str = CORPUS_NAME,
-                 on_progress: Callable[[FetchProgress], None] | None = None, timeout: float = 60.0,
-                 retries: int = 5, expected_sha256: str | None = EXPECTED_SHA256,
-                 expected_size: int | None = EXPECTED_SIZE) -> Path:
+def fetch_corpus(
+    url: str | None = None,
+    dest_dir: str | Path | None = None,
+    name: str = CORPUS_NAME,
+    on_progress: Callable[[FetchProgress], None] | None = None,
+    timeout: float = 60.0,
+    retries: int = 5,
+    expected_sha256: str | None = EXPECTED_SHA256,
+    expected_size: int | None = EXPECTED_SIZE,
+) -> Path:
     """Download ``url`` (default ``corpus_url()``) to ``dest_dir/name`` (default
     ``$SQA_HOME/corpus``) as described in the module doc, and return the file's path. Returns at
     once when the file is already there and its record ``NAME.json`` agrees (same size).
@@ -202,30 +214,37 @@ def fetch_corpus(url: str | None = None, dest_dir: str | Path | None = None, nam
     url = corpus_url(url)
     shown = safe_url(url)
     if not url.strip():
-        raise SqaError(f"--corpus-url / ${URL_ENV} is empty; give an http(s) URL, or leave it out for the "
-                       "StrategyQA release")
+        raise SqaError(
+            f"--corpus-url / ${URL_ENV} is empty; give an http(s) URL, or leave it out for the StrategyQA release"
+        )
     try:
         parts = urlsplit(split_credentials(url)[0])
         parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
     except ValueError:  # urllib's message quotes the bad port, which may be a password: not shown
-        raise SqaError(f"{shown}: not a usable URL (the host or port cannot be read); give an http(s) URL to "
-                       f"--corpus-url / ${URL_ENV}") from None
+        raise SqaError(
+            f"{shown}: not a usable URL (the host or port cannot be read); give an http(s) URL to "
+            f"--corpus-url / ${URL_ENV}"
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SqaError(f"{shown}: not an http(s) URL; give one to --corpus-url / ${URL_ENV}, or a file on disk "
-                       "to --corpus")
+        raise SqaError(
+            f"{shown}: not an http(s) URL; give one to --corpus-url / ${URL_ENV}, or a file on disk to --corpus"
+        )
     d = Path(dest_dir) if dest_dir else corpus_dir()
     dest, part, record = d / name, d / (name + ".part"), d / (name + ".json")
     done = _record(record)
     if dest.is_file() and done and done.get("size") == dest.stat().st_size:
         return dest
     if dest.exists():
-        raise SqaError(f"{dest}: a file of this name is already there, but not one this command downloaded and "
-                       f"checked (no matching {record.name}); move it away, or index it with --corpus {dest}")
+        raise SqaError(
+            f"{dest}: a file of this name is already there, but not one this command downloaded and "
+            f"checked (no matching {record.name}); move it away, or index it with --corpus {dest}"
+        )
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise SqaError(f"{d}: cannot create the corpus directory ({e.strerror or e}); set SQA_HOME to a writable "
-                       "place") from None
+        raise SqaError(
+            f"{d}: cannot create the corpus directory ({e.strerror or e}); set SQA_HOME to a writable place"
+        ) from None
 
     lock = open(d / (name + ".lock"), "a+b")
     try:
@@ -234,13 +253,15 @@ def fetch_corpus(url: str | None = None, dest_dir: str | Path | None = None, nam
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise SqaError(f"{part}: another sqa is downloading this file; wait for it to finish, then run the same "
-                           "command again") from None
+            raise SqaError(
+                f"{part}: another sqa is downloading this file; wait for it to finish, then run the same command again"
+            ) from None
         done = _record(record)
         if dest.is_file() and done and done.get("size") == dest.stat().st_size:
             return dest  # the other download finished meanwhile
-        return _fetch_locked(url, shown, dest, part, record, on_progress, timeout, retries, expected_sha256,
-                             expected_size)
+        return _fetch_locked(
+            url, shown, dest, part, record, on_progress, timeout, retries, expected_sha256, expected_size
+        )
     finally:
         lock.close()
 
@@ -263,13 +284,25 @@ def _drop_part(part: Path) -> None:  # a .part this module wrote (its sidecar sa
     part_sidecar(part).unlink(missing_ok=True)
 
 
-def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on_progress, timeout: float,
-                  retries: int, expected_sha256: str | None, expected_size: int | None) -> Path:
+def _fetch_locked(
+    url: str,
+    shown: str,
+    dest: Path,
+    part: Path,
+    record: Path,
+    on_progress,
+    timeout: float,
+    retries: int,
+    expected_sha256: str | None,
+    expected_size: int | None,
+) -> Path:
     side = _record(part_sidecar(part))
     if part.exists():
         if not part.is_file() or side is None or side.get("url") is None:
-            raise SqaError(f"{part}: a partial file that sqa did not record (no {part_sidecar(part).name} beside it), "
-                           "so it is neither continued nor deleted; move it away, then run the same command again")
+            raise SqaError(
+                f"{part}: a partial file that sqa did not record (no {part_sidecar(part).name} beside it), "
+                "so it is neither continued nor deleted; move it away, then run the same command again"
+            )
         if side.get("url") != shown:
             _drop_part(part)  # ours (recorded), but of another URL: its bytes cannot continue this one
     recorded_size = side.get("size") if side and part.is_file() else None
@@ -284,9 +317,11 @@ def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on
     last_error: BaseException | None = None
 
     def lost() -> SqaError:
-        return SqaError(f"{shown}: the connection was lost {failures} times in a row without getting past "
-                        f"{best:,} bytes (last: {type(last_error).__name__ if last_error else 'closed early'}); "
-                        f"{have:,} bytes are kept in {part}: run the same command again to resume")
+        return SqaError(
+            f"{shown}: the connection was lost {failures} times in a row without getting past "
+            f"{best:,} bytes (last: {type(last_error).__name__ if last_error else 'closed early'}); "
+            f"{have:,} bytes are kept in {part}: run the same command again to resume"
+        )
 
     while total is None or have < total:
         if failures:
@@ -316,24 +351,31 @@ def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on
             except ValueError as e:
                 raise SqaError(f"{shown}: {e}; cannot resume this download") from None
             if resp.status == 206 and offset != have:
-                raise SqaError(f"{shown}: asked for bytes from {have:,}, the server sent them from {offset:,}; "
-                               f"cannot resume ({part} is kept)")
+                raise SqaError(
+                    f"{shown}: asked for bytes from {have:,}, the server sent them from {offset:,}; "
+                    f"cannot resume ({part} is kept)"
+                )
             if offset != have:  # a 200 to a range request: this server does not do ranges; start again
                 restarted = restarted or have > 0
                 have, h = 0, hashlib.sha256()
             if size is not None and recorded_size is not None and size != recorded_size and have:
                 _drop_part(part)  # ours; its bytes are of the earlier file
-                raise SqaError(f"{shown}: the file on the server changed since the partial download ({recorded_size:,} "
-                               f"then {size:,} bytes); the partial file was deleted, run the same command again to "
-                               "download it anew")
+                raise SqaError(
+                    f"{shown}: the file on the server changed since the partial download ({recorded_size:,} "
+                    f"then {size:,} bytes); the partial file was deleted, run the same command again to "
+                    "download it anew"
+                )
             if size is not None:
                 if total is not None and size != total:
-                    raise SqaError(f"{shown}: the file changed on the server during the download ({total:,} then "
-                                   f"{size:,} bytes); run the same command again")
+                    raise SqaError(
+                        f"{shown}: the file changed on the server during the download ({total:,} then "
+                        f"{size:,} bytes); run the same command again"
+                    )
                 total = size
             if expected_size is not None and total is not None and total != expected_size:
-                raise SqaError(f"{shown}: the server's file has {total:,} bytes, expected {expected_size:,}; check "
-                               "the URL")
+                raise SqaError(
+                    f"{shown}: the server's file has {total:,} bytes, expected {expected_size:,}; check the URL"
+                )
             _write_sidecar(part, shown, total)  # before the first byte: the .part is recorded as ours
             with open(part, "r+b" if have and part.exists() else "wb") as f:
                 f.seek(have)
@@ -364,13 +406,17 @@ def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on
     size = part.stat().st_size
     if total is not None and size != total:
         _drop_part(part)
-        raise SqaError(f"{shown}: downloaded {size:,} bytes, the server announced {total:,}; the partial file was "
-                       "deleted, run the same command again to download it anew")
+        raise SqaError(
+            f"{shown}: downloaded {size:,} bytes, the server announced {total:,}; the partial file was "
+            "deleted, run the same command again to download it anew"
+        )
     digest = h.hexdigest()
     if expected_sha256 and digest != expected_sha256.lower():
         _drop_part(part)
-        raise SqaError(f"{shown}: SHA-256 {digest} differs from the expected {expected_sha256}; the download was "
-                       "deleted, run the same command again to download it anew")
+        raise SqaError(
+            f"{shown}: SHA-256 {digest} differs from the expected {expected_sha256}; the download was "
+            "deleted, run the same command again to download it anew"
+        )
     try:
         lines = verify_gzip(part, on_progress)
     except SqaError as e:
@@ -379,10 +425,22 @@ def _fetch_locked(url: str, shown: str, dest: Path, part: Path, record: Path, on
     os.replace(part, dest)
     part_sidecar(part).unlink(missing_ok=True)
     tmp = record.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"url": shown, "size": size, "sha256": digest, "lines": lines,
-                               "resumed_from": resumed_from, "restarted": restarted,
-                               "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n",
-                   encoding="utf-8")
+    tmp.write_text(
+        json.dumps(
+            {
+                "url": shown,
+                "size": size,
+                "sha256": digest,
+                "lines": lines,
+                "resumed_from": resumed_from,
+                "restarted": restarted,
+                "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     os.replace(tmp, record)
     return dest
 

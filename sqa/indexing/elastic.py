@@ -55,6 +55,8 @@ def is_sqa_mapping(mappings: dict) -> bool:
     if meta.get("created_by") == "sqa":
         return True
     return set((mappings.get("properties") or {})) == _FIELDS
+
+
 _SOURCE_EXCLUDES = ["body"]
 
 
@@ -97,10 +99,21 @@ class ElasticsearchBackend:
 
     name = "elasticsearch"
 
-    def __init__(self, create: bool = False, es_index: str = DEFAULT_INDEX, workers: int = 4, fresh: bool = False,
-                 url: str | None = None, chunk_size: int = 500, max_retries: int = 8, initial_backoff: float = 2.0,
-                 max_backoff: float = 60.0, shards: int = 1, replicas: int | None = None,
-                 request_timeout: float = 120.0):
+    def __init__(
+        self,
+        create: bool = False,
+        es_index: str = DEFAULT_INDEX,
+        workers: int = 4,
+        fresh: bool = False,
+        url: str | None = None,
+        chunk_size: int = 500,
+        max_retries: int = 8,
+        initial_backoff: float = 2.0,
+        max_backoff: float = 60.0,
+        shards: int = 1,
+        replicas: int | None = None,
+        request_timeout: float = 120.0,
+    ):
         from elasticsearch import NotFoundError
 
         self._not_found = NotFoundError
@@ -126,22 +139,31 @@ class ElasticsearchBackend:
             mappings = self._mappings()
             if not is_sqa_mapping(mappings):
                 fields = ", ".join(sorted(mappings.get("properties") or {})[:6]) or "none"
-                raise SqaError(f"{redact_url(self.url)}: the Elasticsearch index {es_index!r} was not created by sqa "
-                               f"(its fields: {fields}), so sqa neither writes to it nor deletes it"
-                               + (" (nothing was deleted)" if fresh else "") + "; pick another --es-index")
+                raise SqaError(
+                    f"{redact_url(self.url)}: the Elasticsearch index {es_index!r} was not created by sqa "
+                    f"(its fields: {fields}), so sqa neither writes to it nor deletes it"
+                    + (" (nothing was deleted)" if fresh else "")
+                    + "; pick another --es-index"
+                )
         if fresh and exists:
             self._call(lambda: self.es.indices.delete(index=es_index), "delete the index")
             exists = False
         if not exists:
             if not create:
-                raise SqaError(f"{redact_url(self.url)}: no Elasticsearch index {es_index!r}; build it with "
-                               f"`sqa index --backend elasticsearch --es-index {es_index}`")
+                raise SqaError(
+                    f"{redact_url(self.url)}: no Elasticsearch index {es_index!r}; build it with "
+                    f"`sqa index --backend elasticsearch --es-index {es_index}`"
+                )
             if replicas is None:
-                nodes = self._call(lambda: self.es.cluster.health().get("number_of_data_nodes", 1), "read cluster health")
+                nodes = self._call(
+                    lambda: self.es.cluster.health().get("number_of_data_nodes", 1), "read cluster health"
+                )
                 replicas = 0 if nodes <= 1 else 1
             settings = {"number_of_shards": shards, "number_of_replicas": replicas}
-            self._call(lambda: self.es.indices.create(index=es_index, settings=settings, mappings=mapping()),
-                       "create the index")
+            self._call(
+                lambda: self.es.indices.create(index=es_index, settings=settings, mappings=mapping()),
+                "create the index",
+            )
         else:
             # a run killed mid-load left its saved settings in _meta: restore them at the next commit/close
             self._saved_settings = self._meta().get(_SAVED_KEY) or None
@@ -157,11 +179,15 @@ class ElasticsearchBackend:
         try:
             return fn()
         except (TransportConnectionError, ConnectionTimeout) as e:
-            raise SqaError(f"lost Elasticsearch at {redact_url(self.url)} while trying to {what} "
-                           f"({type(e).__name__}); {_HELP}, then re-run to resume") from None
+            raise SqaError(
+                f"lost Elasticsearch at {redact_url(self.url)} while trying to {what} "
+                f"({type(e).__name__}); {_HELP}, then re-run to resume"
+            ) from None
         except ApiError as e:
-            raise SqaError(f"Elasticsearch at {redact_url(self.url)} refused to {what} on index {self.es_index!r}: "
-                           f"HTTP {e.status_code} {e.message}") from None
+            raise SqaError(
+                f"Elasticsearch at {redact_url(self.url)} refused to {what} on index {self.es_index!r}: "
+                f"HTTP {e.status_code} {e.message}"
+            ) from None
 
     def _mappings(self) -> dict:
         m = self._call(lambda: self.es.indices.get_mapping(index=self.es_index), "read the mapping")
@@ -173,27 +199,41 @@ class ElasticsearchBackend:
 
     def _enter_load_mode(self) -> None:
         if self._saved_settings is None:
-            s = self._call(lambda: self.es.indices.get_settings(index=self.es_index, flat_settings=True),
-                           "read the index settings")
+            s = self._call(
+                lambda: self.es.indices.get_settings(index=self.es_index, flat_settings=True), "read the index settings"
+            )
             flat = next(iter(s.values()), {}).get("settings", {}) if s else {}
-            self._saved_settings = {"refresh_interval": flat.get("index.refresh_interval"),
-                                    "number_of_replicas": flat.get("index.number_of_replicas", "1")}
+            self._saved_settings = {
+                "refresh_interval": flat.get("index.refresh_interval"),
+                "number_of_replicas": flat.get("index.number_of_replicas", "1"),
+            }
             meta = self._meta()
             meta[_SAVED_KEY] = self._saved_settings
             self._call(lambda: self.es.indices.put_mapping(index=self.es_index, meta=meta), "save the settings")
-        self._call(lambda: self.es.indices.put_settings(
-            index=self.es_index, settings={"index": {"refresh_interval": "-1", "number_of_replicas": 0}}),
-            "turn refresh off for the load")
+        self._call(
+            lambda: self.es.indices.put_settings(
+                index=self.es_index, settings={"index": {"refresh_interval": "-1", "number_of_replicas": 0}}
+            ),
+            "turn refresh off for the load",
+        )
         self._loading = True
 
     def _leave_load_mode(self) -> None:
         saved = self._saved_settings
         if saved is None:
             return
-        self._call(lambda: self.es.indices.put_settings(
-            index=self.es_index, settings={"index": {"refresh_interval": saved.get("refresh_interval"),
-                                                     "number_of_replicas": saved.get("number_of_replicas", "1")}}),
-            "restore refresh_interval and replicas")
+        self._call(
+            lambda: self.es.indices.put_settings(
+                index=self.es_index,
+                settings={
+                    "index": {
+                        "refresh_interval": saved.get("refresh_interval"),
+                        "number_of_replicas": saved.get("number_of_replicas", "1"),
+                    }
+                },
+            ),
+            "restore refresh_interval and replicas",
+        )
         meta = self._meta()
         meta[_SAVED_KEY] = None
         self._call(lambda: self.es.indices.put_mapping(index=self.es_index, meta=meta), "clear the saved settings")
@@ -217,9 +257,16 @@ class ElasticsearchBackend:
         from elasticsearch import helpers
 
         ok_n = created = 0
-        for ok, item in helpers.streaming_bulk(self.es, actions, chunk_size=self.chunk_size,
-                                               max_retries=self.max_retries, initial_backoff=self.initial_backoff,
-                                               max_backoff=self.max_backoff, raise_on_error=False, yield_ok=True):
+        for ok, item in helpers.streaming_bulk(
+            self.es,
+            actions,
+            chunk_size=self.chunk_size,
+            max_retries=self.max_retries,
+            initial_backoff=self.initial_backoff,
+            max_backoff=self.max_backoff,
+            raise_on_error=False,
+            yield_ok=True,
+        ):
             if ok:
                 ok_n += 1
                 info = next(iter(item.values()), {}) if isinstance(item, dict) else {}
@@ -240,10 +287,22 @@ class ElasticsearchBackend:
     def add(self, paragraphs: Iterable[Paragraph]) -> int:
         """Queue paragraphs for bulk indexing (asynchronous; at most ``2 * workers`` batches in
         flight); returns how many were queued. Searchable after ``commit``."""
-        actions = [{"_op_type": "index", "_index": self.es_index, "_id": p.evidence_id,
-                    "_source": {"evidence_id": p.evidence_id, "title": p.title, "section": p.section, "text": p.text,
-                                "headers": [h for h in p.headers if h], "body": body_text(p)}}
-                   for p in paragraphs]
+        actions = [
+            {
+                "_op_type": "index",
+                "_index": self.es_index,
+                "_id": p.evidence_id,
+                "_source": {
+                    "evidence_id": p.evidence_id,
+                    "title": p.title,
+                    "section": p.section,
+                    "text": p.text,
+                    "headers": [h for h in p.headers if h],
+                    "body": body_text(p),
+                },
+            }
+            for p in paragraphs
+        ]
         if not actions:
             return 0
         if not self._loading:
@@ -264,16 +323,26 @@ class ElasticsearchBackend:
         """Fields the build driver adds to ``manifest.json``: how the index ranks (schema version,
         analyser, BM25 parameters: ES's defaults), index name, URL without credentials,
         and the per-item bulk errors of this run (count and the first few)."""
-        return {"schema_version": SCHEMA_VERSION, "analyzer": f"elasticsearch {ANALYZER}", "bm25": {"k1": 1.2, "b": 0.75},
-                "es_index": self.es_index, "es_url": redact_url(self.url),
-                "es_item_errors": self.item_errors, "es_first_errors": list(self.first_errors)}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "analyzer": f"elasticsearch {ANALYZER}",
+            "bm25": {"k1": 1.2, "b": 0.75},
+            "es_index": self.es_index,
+            "es_url": redact_url(self.url),
+            "es_item_errors": self.item_errors,
+            "es_first_errors": list(self.first_errors),
+        }
 
     # -- reading -------------------------------------------------------------------------
     @staticmethod
     def _to_paragraph(doc_id: str, src: dict) -> Paragraph:
-        return Paragraph(evidence_id=src.get("evidence_id") or doc_id, title=src.get("title") or "",
-                         text=src.get("text") or "", section=src.get("section") or "",
-                         headers=tuple(src.get("headers") or ()))
+        return Paragraph(
+            evidence_id=src.get("evidence_id") or doc_id,
+            title=src.get("title") or "",
+            text=src.get("text") or "",
+            section=src.get("section") or "",
+            headers=tuple(src.get("headers") or ()),
+        )
 
     def search(self, query: str, k: int = 10, title_boost: float = 0.0) -> list[Hit]:
         """Top-``k`` hits by BM25 on ``body`` (a ``match`` query, so any text is valid); with
@@ -287,13 +356,20 @@ class ElasticsearchBackend:
         q: dict = {"match": {"body": {"query": text}}}
         if title_boost > 0:
             q = {"bool": {"should": [q, {"match": {"title": {"query": text, "boost": title_boost}}}]}}
-        res = self._call(lambda: self.es.search(index=self.es_index, query=q, size=k, track_total_hits=False,
-                                                source_excludes=_SOURCE_EXCLUDES), "search")
-        return [Hit(paragraph=self._to_paragraph(h["_id"], h.get("_source") or {}), score=float(h["_score"] or 0.0),
-                    rank=i) for i, h in enumerate(res["hits"]["hits"], start=1)]
+        res = self._call(
+            lambda: self.es.search(
+                index=self.es_index, query=q, size=k, track_total_hits=False, source_excludes=_SOURCE_EXCLUDES
+            ),
+            "search",
+        )
+        return [
+            Hit(paragraph=self._to_paragraph(h["_id"], h.get("_source") or {}), score=float(h["_score"] or 0.0), rank=i)
+            for i, h in enumerate(res["hits"]["hits"], start=1)
+        ]
 
     def count(self) -> int:
         """Paragraphs in the index (``_count``; refreshed documents only, so call after ``commit``)."""
+
         def _count() -> int:
             try:
                 return int(self.es.count(index=self.es_index)["count"])

@@ -47,12 +47,14 @@ def analyzer() -> "tantivy.TextAnalyzer":
     """A new instance of the index's text analyser (``ANALYZER_DESCRIPTION``: simple tokenizer, tokens
     over 40 bytes dropped, lowercase, English stopwords, Snowball English stemmer); public so that the
     indexing benchmarks (bench/index_profile.py) time exactly what the index runs."""
-    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-            .filter(tantivy.Filter.remove_long(40))
-            .filter(tantivy.Filter.lowercase())
-            .filter(tantivy.Filter.stopword("english"))
-            .filter(tantivy.Filter.stemmer("english"))
-            .build())
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stopword("english"))
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
 
 
 def _schema() -> "tantivy.Schema":
@@ -100,7 +102,9 @@ class TantivyBackend:
         self.threads = threads or os.cpu_count() or 1
         self.heap_mb = heap_mb
         if not create and not (self.index_dir / "meta.json").exists():
-            raise SqaError(f"{self.index_dir}: no index here; build one with `sqa index --corpus mini --index-dir {self.index_dir}`")
+            raise SqaError(
+                f"{self.index_dir}: no index here; build one with `sqa index --corpus mini --index-dir {self.index_dir}`"
+            )
         if self.index_dir.exists() and not self.index_dir.is_dir():
             raise SqaError(f"{self.index_dir}: is a file, not an index directory; give a directory to --index-dir")
         self.index_dir.mkdir(parents=True, exist_ok=True)
@@ -126,21 +130,30 @@ class TantivyBackend:
         """One line for an index that cannot be read: a permission problem says so (the index may
         be intact: ``--fresh`` would delete it), a damaged one names the directory and the rebuild."""
         msg = " ".join(str(e).split())
-        unreadable = [p for p in [self.index_dir, *self.index_dir.iterdir()] if not os.access(p, os.R_OK)] \
-            if os.access(self.index_dir, os.R_OK | os.X_OK) else [self.index_dir]
+        unreadable = (
+            [p for p in [self.index_dir, *self.index_dir.iterdir()] if not os.access(p, os.R_OK)]
+            if os.access(self.index_dir, os.R_OK | os.X_OK)
+            else [self.index_dir]
+        )
         if unreadable or "Permission denied" in msg or "os error 13" in msg:
             shown = unreadable[0] if unreadable else self.index_dir
-            return SqaError(f"{shown}: cannot {what}: permission denied; the index may be intact, so give this user "
-                            "read access (or use another --index-dir); do not rebuild it")
-        return SqaError(f"{self.index_dir}: cannot {what} ({type(e).__name__}: {msg}); its files are damaged: "
-                        f"rebuild it with `sqa index --fresh --index-dir {self.index_dir}` (deletes only the index's "
-                        "own files)")
+            return SqaError(
+                f"{shown}: cannot {what}: permission denied; the index may be intact, so give this user "
+                "read access (or use another --index-dir); do not rebuild it"
+            )
+        return SqaError(
+            f"{self.index_dir}: cannot {what} ({type(e).__name__}: {msg}); its files are damaged: "
+            f"rebuild it with `sqa index --fresh --index-dir {self.index_dir}` (deletes only the index's "
+            "own files)"
+        )
 
     def _fail(self, e: Exception, what: str) -> SqaError:
         msg = str(e)
         if "LockBusy" in msg:
-            return SqaError(f"{self.index_dir}: another process is writing this index (tantivy's writer lock is taken); "
-                            "wait for it to finish, then run the same command again")
+            return SqaError(
+                f"{self.index_dir}: another process is writing this index (tantivy's writer lock is taken); "
+                "wait for it to finish, then run the same command again"
+            )
         hint = "run the same command again to resume"
         if "os error 28" in msg or "No space left" in msg or self._disk_full():
             # a tantivy worker thread that hits a full disk reports only "A worker thread encountered
@@ -244,8 +257,9 @@ class TantivyBackend:
         15.1 s build of 300,000 paragraphs with a commit every 30,000, timed once around
         ``wait_merging_threads`` on the shared 2 cores). ``close`` lets them finish."""
         if self._base_docs == 0 and self._window:  # see _maybe_ours
-            self._ours.append(np.sort(np.fromiter((hash(e) for e in self._window), dtype=np.int64,
-                                                  count=len(self._window))))
+            self._ours.append(
+                np.sort(np.fromiter((hash(e) for e in self._window), dtype=np.int64, count=len(self._window)))
+            )
         self._window = set()
         self._committed = None
         w = self._writer
@@ -271,9 +285,15 @@ class TantivyBackend:
         def first(f: str) -> str:
             v = doc.get_first(f) or ""
             return v.decode("utf-8") if isinstance(v, (bytes, bytearray)) else v
+
         headers = tuple(h for h in first("headers").split(" > ") if h)
-        return Paragraph(evidence_id=first("evidence_id"), title=first("title"), text=first("text"),
-                         section=first("section"), headers=headers)
+        return Paragraph(
+            evidence_id=first("evidence_id"),
+            title=first("title"),
+            text=first("text"),
+            section=first("section"),
+            headers=headers,
+        )
 
     def search(self, query: str, k: int = 10, title_boost: float = 0.0) -> list[Hit]:
         """Top-``k`` hits by BM25 on ``body`` (title+section+text); with ``title_boost`` > 0 a
@@ -292,14 +312,18 @@ class TantivyBackend:
         Q, should = tantivy.Query, tantivy.Occur.Should
         clauses = [(should, Q.term_query(schema, "body", t, index_option="freq")) for t in tokens]
         if title_boost > 0:
-            clauses += [(should, Q.boost_query(Q.term_query(schema, "title", t, index_option="freq"), title_boost))
-                        for t in tokens]
+            clauses += [
+                (should, Q.boost_query(Q.term_query(schema, "title", t, index_option="freq"), title_boost))
+                for t in tokens
+            ]
         q = Q.boolean_query(clauses)
         try:
             searcher = self.index.searcher()
             result = searcher.search(q, k, count=False)
-            return [Hit(paragraph=self._to_paragraph(searcher.doc(addr)), score=float(score), rank=i)
-                    for i, (score, addr) in enumerate(result.hits, start=1)]
+            return [
+                Hit(paragraph=self._to_paragraph(searcher.doc(addr)), score=float(score), rank=i)
+                for i, (score, addr) in enumerate(result.hits, start=1)
+            ]
         except (OSError, ValueError, RuntimeError) as e:  # a damaged segment file
             raise self._read_error(e, "search the index") from None
 

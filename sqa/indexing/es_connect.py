@@ -30,11 +30,14 @@ def check_url(url: str, var: str = "SQA_ES_URL") -> str:
         port = parts.port
     except ValueError:
         authority = shown.split("://", 1)[1].split("/", 1)[0]
-        raise SqaError(f"{var}={shown!r}: the port in {authority!r} is not a number from 1 to 65535; "
-                       "use e.g. http://localhost:9200") from None
+        raise SqaError(
+            f"{var}={shown!r}: the port in {authority!r} is not a number from 1 to 65535; "
+            "use e.g. http://localhost:9200"
+        ) from None
     if parts.scheme not in ("http", "https"):
-        raise SqaError(f"{var}={shown!r}: the scheme must be http or https, not {parts.scheme!r}; "
-                       "use e.g. http://localhost:9200")
+        raise SqaError(
+            f"{var}={shown!r}: the scheme must be http or https, not {parts.scheme!r}; use e.g. http://localhost:9200"
+        )
     if not parts.hostname:
         raise SqaError(f"{var}={shown!r} has no host name; use e.g. http://localhost:9200")
     if port == 0:
@@ -58,8 +61,12 @@ def connect(url: str | None = None, request_timeout: float = 60.0, connections: 
     url = check_url(url or os.environ.get("SQA_ES_URL") or DEFAULT_URL)
     shown = redact_url(url)
     bare, user, password = split_credentials(url)
-    kwargs: dict = {"request_timeout": request_timeout, "connections_per_node": max(10, connections),
-                    "retry_on_timeout": True, "max_retries": 3}
+    kwargs: dict = {
+        "request_timeout": request_timeout,
+        "connections_per_node": max(10, connections),
+        "retry_on_timeout": True,
+        "max_retries": 3,
+    }
     if os.environ.get("SQA_ES_API_KEY"):
         kwargs["api_key"] = os.environ["SQA_ES_API_KEY"]
     elif os.environ.get("SQA_ES_PASSWORD"):
@@ -72,25 +79,35 @@ def connect(url: str | None = None, request_timeout: float = 60.0, connections: 
         es = Elasticsearch(bare, **kwargs)
     except ValueError as e:
         reason = str(e).replace(url, shown).replace(bare, shown)
-        raise SqaError(f"SQA_ES_URL={shown!r} is not a valid Elasticsearch URL ({reason}); use e.g. http://localhost:9200") from None
+        raise SqaError(
+            f"SQA_ES_URL={shown!r} is not a valid Elasticsearch URL ({reason}); use e.g. http://localhost:9200"
+        ) from None
     try:
         info = es.options(request_timeout=10, max_retries=0).info()
     except TlsError as e:
-        raise SqaError(f"TLS handshake with Elasticsearch at {shown} failed ({e.message}); set SQA_ES_CA_CERTS "
-                       f"to the cluster's CA certificate") from None
+        raise SqaError(
+            f"TLS handshake with Elasticsearch at {shown} failed ({e.message}); set SQA_ES_CA_CERTS "
+            f"to the cluster's CA certificate"
+        ) from None
     except (TransportConnectionError, ConnectionTimeout) as e:
         raise SqaError(f"cannot reach Elasticsearch at {shown} ({type(e).__name__}); {_HELP}") from None
     except (AuthenticationException, AuthorizationException) as e:
-        raise SqaError(f"Elasticsearch at {shown} rejected the credentials (HTTP {e.status_code}); set SQA_ES_API_KEY "
-                       f"or SQA_ES_USER/SQA_ES_PASSWORD (docker/.env holds the compose password)") from None
+        raise SqaError(
+            f"Elasticsearch at {shown} rejected the credentials (HTTP {e.status_code}); set SQA_ES_API_KEY "
+            f"or SQA_ES_USER/SQA_ES_PASSWORD (docker/.env holds the compose password)"
+        ) from None
     except ApiError as e:
-        raise SqaError(f"Elasticsearch at {shown} answered HTTP {e.status_code} ({e.message}); check SQA_ES_URL") from None
+        raise SqaError(
+            f"Elasticsearch at {shown} answered HTTP {e.status_code} ({e.message}); check SQA_ES_URL"
+        ) from None
     except elasticsearch.UnsupportedProductError:
         raise SqaError(f"the server at {shown} is not Elasticsearch; check SQA_ES_URL") from None
     server = str(info.get("version", {}).get("number", "0"))
     client_major = elasticsearch.__versionstr__.split(".")[0]
     if server.split(".")[0] != client_major:
-        raise SqaError(f"Elasticsearch at {shown} runs {server} but the installed client is "
-                       f"{elasticsearch.__versionstr__}; install `elasticsearch=={server.split('.')[0]}.*` "
-                       f"or use the ES {client_major}.x server from docker/docker-compose.yml")
+        raise SqaError(
+            f"Elasticsearch at {shown} runs {server} but the installed client is "
+            f"{elasticsearch.__versionstr__}; install `elasticsearch=={server.split('.')[0]}.*` "
+            f"or use the ES {client_major}.x server from docker/docker-compose.yml"
+        )
     return es, url

@@ -31,9 +31,11 @@ MANIFEST = "manifest.json"
 IDENTITY_SCHEMA = 1
 # what the backends recorded before manifests carried it (see the module doc)
 _BACKEND_DEFAULTS = {
-    "embedded": {"schema_version": 2, "bm25": {"k1": 1.2, "b": 0.75},
-                 "analyzer": "tantivy en: simple tokenizer, remove_long(40), lowercase, english stopwords, "
-                             "english stemmer"},
+    "embedded": {
+        "schema_version": 2,
+        "bm25": {"k1": 1.2, "b": 0.75},
+        "analyzer": "tantivy en: simple tokenizer, remove_long(40), lowercase, english stopwords, english stemmer",
+    },
     "elasticsearch": {"schema_version": 1, "bm25": {"k1": 1.2, "b": 0.75}, "analyzer": "elasticsearch english"},
 }
 
@@ -49,8 +51,9 @@ def read_manifest(index_dir: str | Path) -> dict | None:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (ValueError, OSError) as e:
         where = f"{p}:{e.lineno}" if isinstance(e, json.JSONDecodeError) else str(p)
-        raise SqaError(f"{where}: cannot read the index manifest ({type(e).__name__}); rebuild with "
-                       "`sqa index --fresh`") from None
+        raise SqaError(
+            f"{where}: cannot read the index manifest ({type(e).__name__}); rebuild with `sqa index --fresh`"
+        ) from None
     if not isinstance(data, dict):
         raise SqaError(f"{p}: the index manifest is not a JSON object; rebuild with `sqa index --fresh`")
     return data
@@ -77,8 +80,15 @@ def index_identity(manifest: dict | None, backend: str) -> dict:
     defaults = _BACKEND_DEFAULTS.get(name, {})
     corpus = m.get("corpus") or (f"preset:{m['preset']}" if m.get("preset") else None)
     if corpus is None and m.get("corpus_files"):
-        corpus = "files:" + hashlib.sha256("".join(f"{Path(f).name}\n" for f in m["corpus_files"])
-                                           .encode()).hexdigest()[:12]  # sizes unknown now: names only
-    return {"schema": IDENTITY_SCHEMA, "backend": name, "corpus": corpus, "paragraph_count": m.get("paragraph_count"),
-            "analyzer": m.get("analyzer", defaults.get("analyzer")), "bm25": m.get("bm25", defaults.get("bm25")),
-            "schema_version": m.get("schema_version", defaults.get("schema_version"))}
+        corpus = (
+            "files:" + hashlib.sha256("".join(f"{Path(f).name}\n" for f in m["corpus_files"]).encode()).hexdigest()[:12]
+        )  # sizes unknown now: names only
+    return {
+        "schema": IDENTITY_SCHEMA,
+        "backend": name,
+        "corpus": corpus,
+        "paragraph_count": m.get("paragraph_count"),
+        "analyzer": m.get("analyzer", defaults.get("analyzer")),
+        "bm25": m.get("bm25", defaults.get("bm25")),
+        "schema_version": m.get("schema_version", defaults.get("schema_version")),
+    }

@@ -65,10 +65,25 @@ def check_final_count(backend: SearchBackend, start: tuple[int, int] | None, rep
     want = start[0] + new
     if report.count == want:
         return
-    write_json_atomic(ckpt_path, {"backend": backend.name, "corpus_files": report.corpus_files, "file_index": 0,
-                                  "position": 0, "read": 0, "indexed": 0, "skipped": 0,
-                                  "preexisting": report.preexisting, "rejected": 0, "count": None, "resend": True},
-                      indent=2)
-    raise SqaError(f"{ckpt_path.parent}: the index holds {report.count:,} paragraphs, not the {want:,} this build should "
-                   f"have left ({start[0]:,} before this run + {new:,} new): the server lost documents during "
-                   "the build; run the same command to re-send the corpus (nothing is duplicated)")
+    write_json_atomic(
+        ckpt_path,
+        {
+            "backend": backend.name,
+            "corpus_files": report.corpus_files,
+            "file_index": 0,
+            "position": 0,
+            "read": 0,
+            "indexed": 0,
+            "skipped": 0,
+            "preexisting": report.preexisting,
+            "rejected": 0,
+            "count": None,
+            "resend": True,
+        },
+        indent=2,
+    )
+    raise SqaError(
+        f"{ckpt_path.parent}: the index holds {report.count:,} paragraphs, not the {want:,} this build should "
+        f"have left ({start[0]:,} before this run + {new:,} new): the server lost documents during "
+        "the build; run the same command to re-send the corpus (nothing is duplicated)"
+    )

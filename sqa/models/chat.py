@@ -49,8 +49,15 @@ class ChatTemplate:
     ``where`` (the file or model it came from, for messages). Raises BadInput naming ``where``
     for a template that does not compile, or that fails to render a prompt."""
 
-    def __init__(self, text: str | None = None, source: str = "chatml", *, bos_token: str = "", eos_token: str = "",
-                 where: str = ""):
+    def __init__(
+        self,
+        text: str | None = None,
+        source: str = "chatml",
+        *,
+        bos_token: str = "",
+        eos_token: str = "",
+        where: str = "",
+    ):
         if source not in TEMPLATE_SOURCES:
             raise ValueError(f"unknown chat template source {source!r}")
         self.text, self.source, self.where = text, source if text is not None else "chatml", where
@@ -76,11 +83,14 @@ class ChatTemplate:
         from jinja2.exceptions import TemplateError
 
         try:
-            return self._compiled.render(messages=messages, add_generation_prompt=True, bos_token=self.bos_token,
-                                         eos_token=self.eos_token)
+            return self._compiled.render(
+                messages=messages, add_generation_prompt=True, bos_token=self.bos_token, eos_token=self.eos_token
+            )
         except TemplateError as e:
-            raise BadInput(f"{self.where}: its chat template failed to render a prompt ({e}); pass a working one "
-                           "with --chat-template FILE") from None
+            raise BadInput(
+                f"{self.where}: its chat template failed to render a prompt ({e}); pass a working one "
+                "with --chat-template FILE"
+            ) from None
 
 
 def merge_system(messages: list[dict]) -> list[dict] | None:
@@ -114,8 +124,10 @@ def _compile(text: str, where: str):
     try:
         return env.from_string(text)
     except TemplateError as e:
-        raise BadInput(f"{where}: not a Jinja chat template ({type(e).__name__}: {e}); pass a working one with "
-                       "--chat-template FILE") from None
+        raise BadInput(
+            f"{where}: not a Jinja chat template ({type(e).__name__}: {e}); pass a working one with "
+            "--chat-template FILE"
+        ) from None
 
 
 def read_template_file(path: str | Path) -> str:
@@ -128,8 +140,9 @@ def read_template_file(path: str | Path) -> str:
     except FileNotFoundError:
         raise BadInput(f"{path}: --chat-template file not found; give a Jinja chat template file") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path}: cannot read the --chat-template file ({type(e).__name__}); give a UTF-8 Jinja "
-                       "chat template file") from None
+        raise BadInput(
+            f"{path}: cannot read the --chat-template file ({type(e).__name__}); give a UTF-8 Jinja chat template file"
+        ) from None
     if path.suffix == ".json":
         try:
             t = json.loads(text).get("chat_template")
@@ -138,8 +151,10 @@ def read_template_file(path: str | Path) -> str:
         if isinstance(t, list):
             t = next((x.get("template") for x in t if isinstance(x, dict) and x.get("name") == "default"), None)
         if not isinstance(t, str):
-            raise BadInput(f"{path}: a JSON file without a chat_template string; give a Jinja chat template file "
-                           "or a tokenizer_config.json that has one")
+            raise BadInput(
+                f"{path}: a JSON file without a chat_template string; give a Jinja chat template file "
+                "or a tokenizer_config.json that has one"
+            )
         text = t
     if not text.strip():
         raise BadInput(f"{path}: the --chat-template file is empty")
@@ -152,6 +167,7 @@ def gguf_chat_template(model, vocab, where: str, override: str | Path | None = N
     ``tokenizer.chat_template`` metadata, else ChatML. ``bos_token`` / ``eos_token`` are the
     vocabulary's special-token texts, as llama.cpp's server passes them. Raises BadInput as
     :class:`ChatTemplate` and :func:`read_template_file` do."""
+
     def piece(tok: int) -> str:
         return vocab.token_to_piece(tok, special=True) if tok >= 0 else ""
 
@@ -162,8 +178,11 @@ def gguf_chat_template(model, vocab, where: str, override: str | Path | None = N
         text = model.meta_val_str("tokenizer.chat_template")
     except ValueError:  # cyllama: no such metadata key
         return ChatTemplate(where=where)
-    return ChatTemplate(text, "gguf", where=f"{where} (its tokenizer.chat_template)", **tokens) if text.strip() \
+    return (
+        ChatTemplate(text, "gguf", where=f"{where} (its tokenizer.chat_template)", **tokens)
+        if text.strip()
         else ChatTemplate(where=where)
+    )
 
 
 def check_template_file(path: str | Path) -> str:

@@ -39,21 +39,31 @@ def _check_hub(name: str, filename: str = "config.json") -> None:
     import os
 
     if os.environ.get("HF_HUB_OFFLINE") not in (None, "", "0"):
-        raise ModelNotFound(f"--model {name}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set; download it "
-                       "first or pass a local directory")
+        raise ModelNotFound(
+            f"--model {name}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set; download it "
+            "first or pass a local directory"
+        )
     try:
         HfApi().model_info(name, timeout=10)
     except Exception as e:  # noqa: BLE001  requests / hub errors of every kind: one line each
         kind = type(e).__name__
         if kind in ("RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError"):
             why = "no such model on the Hugging Face hub (or it is private/gated: log in with `hf auth login`)"
-        elif kind in ("ConnectionError", "ConnectError", "ConnectTimeout", "ReadTimeout", "Timeout", "TimeoutException",
-                      "OfflineModeIsEnabled"):
+        elif kind in (
+            "ConnectionError",
+            "ConnectError",
+            "ConnectTimeout",
+            "ReadTimeout",
+            "Timeout",
+            "TimeoutException",
+            "OfflineModeIsEnabled",
+        ):
             why = "cannot reach the Hugging Face hub (offline?)"
         else:
             why = f"the Hugging Face hub did not answer ({kind})"
-        raise ModelNotFound(f"--model {name}: {why}; pass a local directory, a .gguf file or one of the built-in model "
-                       "names") from None
+        raise ModelNotFound(
+            f"--model {name}: {why}; pass a local directory, a .gguf file or one of the built-in model names"
+        ) from None
 
 
 class HFModel(ModelBase):
@@ -63,20 +73,30 @@ class HFModel(ModelBase):
     prompts per forward pass. ``chat_template``: a Jinja file (``sqa.models.chat.read_template_file``)
     used instead of the tokenizer's own. Raises SqaError when the checkpoint cannot be found or loaded."""
 
-    def __init__(self, model: str, device: str | None = None, gguf_file: str | None = None, batch_size: int = 16,
-                 dtype: str | None = None, chat_template: str | Path | None = None):
+    def __init__(
+        self,
+        model: str,
+        device: str | None = None,
+        gguf_file: str | None = None,
+        batch_size: int = 16,
+        dtype: str | None = None,
+        chat_template: str | Path | None = None,
+    ):
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as e:
-            raise SqaError(f"--model {model}: Hugging Face models need torch and transformers "
-                           f"(pip install 'sqa[hf]'): {e}") from None
+            raise SqaError(
+                f"--model {model}: Hugging Face models need torch and transformers (pip install 'sqa[hf]'): {e}"
+            ) from None
         self._torch = torch
         self.name = model if not gguf_file else f"{model}/{gguf_file}"
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.prefers_batches = self.device.startswith("cuda")
         self.batch_size = batch_size
-        torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
+        torch_dtype = (
+            getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
+        )
         kw = {"gguf_file": gguf_file} if gguf_file else {}
         if not Path(model).expanduser().exists():
             _check_hub(model, gguf_file or "config.json")
@@ -85,8 +105,10 @@ class HFModel(ModelBase):
             self.model = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype, **kw).to(self.device)
         except (OSError, ValueError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise SqaError(f"--model {model}: cannot load this Hugging Face checkpoint ({first}); pass a local "
-                           "directory, a reachable hub name, a .gguf file or one of the built-in model names") from None
+            raise SqaError(
+                f"--model {model}: cannot load this Hugging Face checkpoint ({first}); pass a local "
+                "directory, a reachable hub name, a .gguf file or one of the built-in model names"
+            ) from None
         self.model.eval()
         if chat_template is not None:
             from sqa.models.chat import read_template_file
@@ -94,9 +116,17 @@ class HFModel(ModelBase):
             self.tokenizer.chat_template = read_template_file(chat_template)
         self.hidden_size = getattr(self.model.config, "hidden_size", None)  # answer heads are checked against it
         self.capabilities = ModelCapabilities(
-            hidden_states=True, hidden_size=self.hidden_size, endpoint="in-process", readout="logits",
-            chat_template="file" if chat_template is not None else "tokenizer"
-            if getattr(self.tokenizer, "chat_template", None) else "chatml", prefill=True)
+            hidden_states=True,
+            hidden_size=self.hidden_size,
+            endpoint="in-process",
+            readout="logits",
+            chat_template="file"
+            if chat_template is not None
+            else "tokenizer"
+            if getattr(self.tokenizer, "chat_template", None)
+            else "chatml",
+            prefill=True,
+        )
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -111,9 +141,11 @@ class HFModel(ModelBase):
         self._yes_ids = self._first_ids(YES_WORDS)
         self._no_ids = self._first_ids(NO_WORDS)
         eos = self.tokenizer.eos_token_id
-        self._eos = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.convert_tokens_to_ids(t) for t in
-                                                                    ("<|im_end|>", "<|eot_id|>", "<|endoftext|>")
-                                                                    if t in self.tokenizer.get_vocab()}
+        self._eos = set(eos if isinstance(eos, list) else [eos]) | {
+            self.tokenizer.convert_tokens_to_ids(t)
+            for t in ("<|im_end|>", "<|eot_id|>", "<|endoftext|>")
+            if t in self.tokenizer.get_vocab()
+        }
 
     def _first_ids(self, words: Sequence[str]) -> list[int]:
         ids = []
@@ -139,17 +171,22 @@ class HFModel(ModelBase):
         msgs = [{"role": r, "content": c} for r, c in prompt.messages]
         for attempt in (msgs, merge_system(msgs)):
             try:
-                return self.tokenizer.apply_chat_template(attempt, tokenize=False, add_generation_prompt=True) \
+                return (
+                    self.tokenizer.apply_chat_template(attempt, tokenize=False, add_generation_prompt=True)
                     + prompt.reply
+                )
             except TemplateError as e:
                 if attempt is msgs and merge_system(msgs) is not None:
                     continue
-                raise BadInput(f"--model {self.name}: its chat template failed to render a prompt ({e}); pass a "
-                               "working one with --chat-template FILE") from None
+                raise BadInput(
+                    f"--model {self.name}: its chat template failed to render a prompt ({e}); pass a "
+                    "working one with --chat-template FILE"
+                ) from None
 
     def _encode(self, prompts: Sequence[str]):
-        enc = self.tokenizer([self.render(p) for p in prompts], return_tensors="pt", padding=True,
-                             add_special_tokens=False)
+        enc = self.tokenizer(
+            [self.render(p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False
+        )
         return {k: v.to(self.device) for k, v in enc.items()}
 
     def generate(self, prompts: Sequence[Prompt], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
@@ -157,13 +194,21 @@ class HFModel(ModelBase):
         torch = self._torch
         out: list[str] = []
         for i in range(0, len(prompts), self.batch_size):
-            enc = self._encode(prompts[i:i + self.batch_size])
+            enc = self._encode(prompts[i : i + self.batch_size])
             with torch.inference_mode():
-                gen = self.model.generate(**enc, max_new_tokens=max_tokens, do_sample=False, temperature=None,
-                                          top_p=None, top_k=None, pad_token_id=self.tokenizer.pad_token_id,
-                                          eos_token_id=sorted(self._eos), stop_strings=list(stop) or None,
-                                          tokenizer=self.tokenizer)
-            new = gen[:, enc["input_ids"].shape[1]:]
+                gen = self.model.generate(
+                    **enc,
+                    max_new_tokens=max_tokens,
+                    do_sample=False,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    eos_token_id=sorted(self._eos),
+                    stop_strings=list(stop) or None,
+                    tokenizer=self.tokenizer,
+                )
+            new = gen[:, enc["input_ids"].shape[1] :]
             for row in new:
                 text = self.tokenizer.decode(row, skip_special_tokens=True)
                 cut = min((text.find(s) for s in stop if s and s in text), default=-1)
@@ -176,7 +221,7 @@ class HFModel(ModelBase):
         torch = self._torch
         out: list[float] = []
         for i in range(0, len(prompts), self.batch_size):
-            enc = self._encode(prompts[i:i + self.batch_size])
+            enc = self._encode(prompts[i : i + self.batch_size])
             with torch.inference_mode():
                 logits = self.model(**enc, **self._last_only).logits[:, -1, :].float()
             probs = torch.softmax(logits, dim=-1)
@@ -196,7 +241,7 @@ class HFModel(ModelBase):
         torch = self._torch
         out: list = []
         for i in range(0, len(prompts), self.batch_size):
-            enc = self._encode(prompts[i:i + self.batch_size])
+            enc = self._encode(prompts[i : i + self.batch_size])
             with torch.inference_mode():
                 res = self.model(**enc, output_hidden_states=True, **self._last_only)
             logits = torch.log_softmax(res.logits[:, -1, :].float(), dim=-1)

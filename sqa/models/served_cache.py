@@ -58,8 +58,12 @@ def cache_enabled() -> bool:
 
 def request_key(identity: str, endpoint: str, body: dict) -> str:
     """The cache key of one request: sha256 of the identity, endpoint and canonical JSON body."""
-    blob = json.dumps({"identity": identity, "endpoint": endpoint, "body": body}, sort_keys=True,
-                      ensure_ascii=False, separators=(",", ":"))
+    blob = json.dumps(
+        {"identity": identity, "endpoint": endpoint, "body": body},
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -86,8 +90,10 @@ class ResponseCache:
                     c = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
                     if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                         c.execute("PRAGMA journal_mode=WAL")
-                    c.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint TEXT, "
-                              "response TEXT NOT NULL)")
+                    c.execute(
+                        "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint TEXT, "
+                        "response TEXT NOT NULL)"
+                    )
                     break
                 except sqlite3.OperationalError:
                     c = None

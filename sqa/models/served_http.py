@@ -34,8 +34,10 @@ def env_number(var: str, default: float, cast: Callable = float, low: float = 0.
     except ValueError:
         raise BadInput(f"${var}={raw!r}: not a number; unset it or give e.g. {default:g}") from None
     if not math.isfinite(v) or not (low - 1e-12 <= v <= high) or (cast is int and v != int(v)):
-        raise BadInput(f"${var}={raw!r}: give a{'' if cast is float else ' whole'} number from {low:g} to {high:g} "
-                       f"(e.g. {default:g})")
+        raise BadInput(
+            f"${var}={raw!r}: give a{'' if cast is float else ' whole'} number from {low:g} to {high:g} "
+            f"(e.g. {default:g})"
+        )
     return cast(v)
 
 
@@ -69,8 +71,9 @@ class Server:
     came from (None: none set, a placeholder is sent and a 401 says so). Credentials of the URL
     go as HTTP basic auth (``httpx``'s ``auth``), never in the URL the client is given."""
 
-    def __init__(self, u: ServerURL, served: str, key: str | None, key_var: str | None, timeout: float,
-                 max_retries: int):
+    def __init__(
+        self, u: ServerURL, served: str, key: str | None, key_var: str | None, timeout: float, max_retries: int
+    ):
         import openai
 
         self._openai = openai
@@ -83,48 +86,65 @@ class Server:
         kw = {}
         if u.user is not None:
             kw["http_client"] = openai.DefaultHttpxClient(auth=(u.user, u.password or ""))
-        self.client = openai.OpenAI(api_key=key or "sqa-no-key", base_url=u.url, timeout=timeout,
-                                    max_retries=max_retries, **kw)
+        self.client = openai.OpenAI(
+            api_key=key or "sqa-no-key", base_url=u.url, timeout=timeout, max_retries=max_retries, **kw
+        )
 
     def error(self, e: Exception, at_load: bool) -> Exception:
         """One line for an SDK error (never the key: messages name the URL without credentials)."""
         o = self._openai
-        again = ("start it (or check --base-url / $OPENAI_BASE_URL) and run the same command again" if at_load else
-                 "the same command resumes (sqa eval keeps every answered question; answers already "
-                 "received are in the response cache)")
+        again = (
+            "start it (or check --base-url / $OPENAI_BASE_URL) and run the same command again"
+            if at_load
+            else "the same command resumes (sqa eval keeps every answered question; answers already "
+            "received are in the response cache)"
+        )
         tries = f"{self.max_retries + 1} tr{'y' if self.max_retries == 0 else 'ies'}"
         lost = ServerError if at_load else ServerLost
         if isinstance(e, o.APITimeoutError):
-            return lost(f"the server at {self.shown} did not answer within {self.timeout:g} s ({tries}, "
-                        f"$SQA_OPENAI_TIMEOUT); {again}")
+            return lost(
+                f"the server at {self.shown} did not answer within {self.timeout:g} s ({tries}, "
+                f"$SQA_OPENAI_TIMEOUT); {again}"
+            )
         if isinstance(e, o.APIConnectionError):
             cause = type(e.__cause__).__name__ if e.__cause__ else "connection error"
             if "RemoteProtocol" in cause or "Incomplete" in cause or "Decoding" in cause:
-                return lost(f"the server at {self.shown} closed the connection before its answer was complete "
-                            f"({tries}: {cause}); check the server's log; {again}")
+                return lost(
+                    f"the server at {self.shown} closed the connection before its answer was complete "
+                    f"({tries}: {cause}); check the server's log; {again}"
+                )
             return lost(f"no OpenAI-compatible server answers at {self.shown} ({tries}: {cause}); {again}")
         if isinstance(e, o.AuthenticationError):
             if self.key_var is None:
-                return ServerError(f"the server at {self.shown} wants an API key (401) and none is set; set "
-                                   "$SQA_OPENAI_API_KEY (or $OPENAI_API_KEY) to the key it expects")
-            return ServerError(f"the server at {self.shown} refused the key in ${self.key_var} (401: {_detail(e)}); "
-                               "set the key it expects")
+                return ServerError(
+                    f"the server at {self.shown} wants an API key (401) and none is set; set "
+                    "$SQA_OPENAI_API_KEY (or $OPENAI_API_KEY) to the key it expects"
+                )
+            return ServerError(
+                f"the server at {self.shown} refused the key in ${self.key_var} (401: {_detail(e)}); "
+                "set the key it expects"
+            )
         if isinstance(e, o.NotFoundError):
-            where = ("" if self.u.has_v1 else f"; the base URL does not end in /v1 — try {self.url}/v1")
-            return ServerError(f"the server at {self.shown} answered 404 ({_detail(e)}) for model {self.served!r}"
-                               f"{where or '; check --base-url (it usually ends in /v1)'}")
+            where = "" if self.u.has_v1 else f"; the base URL does not end in /v1 — try {self.url}/v1"
+            return ServerError(
+                f"the server at {self.shown} answered 404 ({_detail(e)}) for model {self.served!r}"
+                f"{where or '; check --base-url (it usually ends in /v1)'}"
+            )
         if isinstance(e, o.APIStatusError):
             code = e.status_code
             if (code >= 500 or code == 429) and not at_load:
-                return ServerLost(f"the server at {self.shown} answered HTTP {code} ({_detail(e)}) after {tries}; "
-                                  f"{again}")
+                return ServerLost(
+                    f"the server at {self.shown} answered HTTP {code} ({_detail(e)}) after {tries}; {again}"
+                )
             tail = again if code >= 500 else "check the server's log"
             return ServerError(f"the server at {self.shown} answered HTTP {code} ({_detail(e)}) after {tries}; {tail}")
         if isinstance(e, o.OpenAIError):
             return ServerError(f"the server at {self.shown}: {type(e).__name__} ({_detail(e)}); check the server")
         if isinstance(e, ValueError):  # a body that is not JSON (json.JSONDecodeError)
-            return ServerError(f"the server at {self.shown} answered with a body that is not JSON ({type(e).__name__}: "
-                               f"{str(e)[:80]}); check that --base-url points at an OpenAI-compatible API")
+            return ServerError(
+                f"the server at {self.shown} answered with a body that is not JSON ({type(e).__name__}: "
+                f"{str(e)[:80]}); check that --base-url points at an OpenAI-compatible API"
+            )
         return e
 
     def _json(self, fn: Callable, path: str, at_load: bool):
@@ -133,9 +153,11 @@ class Server:
         except (self._openai.OpenAIError, ValueError) as e:
             raise self.error(e, at_load) from None
         if not isinstance(data, dict):
-            raise ServerError(f"the server at {self.shown} answered {path} with a body that is not a JSON object "
-                              f"({type(data).__name__}: {str(data)[:60]!r}); check that --base-url points at an "
-                              "OpenAI-compatible API")
+            raise ServerError(
+                f"the server at {self.shown} answered {path} with a body that is not a JSON object "
+                f"({type(data).__name__}: {str(data)[:60]!r}); check that --base-url points at an "
+                "OpenAI-compatible API"
+            )
         return data
 
     def models(self) -> list[dict]:
@@ -156,9 +178,11 @@ class Server:
             except (self._openai.OpenAIError, ValueError) as e:
                 raise self.error(e, at_load) from None
             if not isinstance(data, dict):
-                raise ServerError(f"the server at {self.shown} answered {path} with a body that is not a JSON "
-                                  f"object ({type(data).__name__}); check that --base-url points at an "
-                                  "OpenAI-compatible API")
+                raise ServerError(
+                    f"the server at {self.shown} answered {path} with a body that is not a JSON "
+                    f"object ({type(data).__name__}); check that --base-url points at an "
+                    "OpenAI-compatible API"
+                )
         else:
             data = self._json(lambda: self.client.post(path, cast_to=object, body=body), path, at_load)
         return data, time.perf_counter() - t

@@ -21,8 +21,11 @@ LOGPROB_PROBE = (20, 10, 5, 1)  # vLLM's --max-logprobs and OpenAI's chat allow 
 # (repetition_penalty); left out where a server refuses unknown fields (OpenAI's API)
 NEUTRAL_EXTRA = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
 PROBE_PROMPT = "Question: Is the sun a star?\nAnswer (Yes or No):"
-FINGERPRINT_PROMPTS = (PROBE_PROMPT, "Question: Can a fish climb a tree?\nAnswer (Yes or No):",
-                       "The capital of France is")
+FINGERPRINT_PROMPTS = (
+    PROBE_PROMPT,
+    "Question: Can a fish climb a tree?\nAnswer (Yes or No):",
+    "The capital of France is",
+)
 PREFILL_PROBE = ChatPrompt((("user", "Count from 1 to 20, separated by commas."),), "1, 2, 3, 4, 5, 6, 7, 8,")
 NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 GENERATION_TOKENS = 8
@@ -42,13 +45,17 @@ class LoadProbes:
             ids = [m.get("id") for m in models]
             if self.served not in ids:
                 shown = ", ".join(f"openai:{i}" for i in ids[:5]) + (f" (+{len(ids) - 5} more)" if len(ids) > 5 else "")
-                raise ServerError(f"the server at {s.shown} does not serve {self.served!r}; it serves "
-                                  f"{shown or 'no model'}: pass one of those as --model")
+                raise ServerError(
+                    f"the server at {s.shown} does not serve {self.served!r}; it serves "
+                    f"{shown or 'no model'}: pass one of those as --model"
+                )
             m = models[ids.index(self.served)]
             keep = {k: m[k] for k in ("id", "owned_by", "root", "parent", "max_model_len", "meta") if k in m}
             if entry is not None and entry != keep:
-                raise ServerError(f"the servers at {self.servers[0].shown} and {s.shown} describe {self.served!r} "
-                                  f"differently in /v1/models ({entry} vs {keep}); serve the same model on each")
+                raise ServerError(
+                    f"the servers at {self.servers[0].shown} and {s.shown} describe {self.served!r} "
+                    f"differently in /v1/models ({entry} vs {keep}); serve the same model on each"
+                )
             entry = keep
         return entry or {}
 
@@ -70,7 +77,7 @@ class LoadProbes:
         o = self.servers[0]._openai
         found: dict[str, tuple[int, str]] = {}
         errors: dict[str, Exception] = {}
-        for endpoint in (["completions", "chat"] if api == "auto" else [api]):
+        for endpoint in ["completions", "chat"] if api == "auto" else [api]:
             for n in LOGPROB_PROBE:
                 try:
                     r = self._probe(endpoint, n)
@@ -86,9 +93,11 @@ class LoadProbes:
                     if endpoint == "completions" and is_chat_only(e):
                         if api == "auto":
                             break
-                        raise ServerError(f"the server at {self.shown_url} does not offer /v1/completions for "
-                                          f"{self.served!r} ({e.status_code}: {_short(e)}): a chat-only model; use "
-                                          "--api chat (or leave --api out)") from None
+                        raise ServerError(
+                            f"the server at {self.shown_url} does not offer /v1/completions for "
+                            f"{self.served!r} ({e.status_code}: {_short(e)}): a chat-only model; use "
+                            "--api chat (or leave --api out)"
+                        ) from None
                     raise self.servers[0].error(e, at_load=True) from None
                 pos = R.token_positions(r, endpoint)
                 thinking = "none"
@@ -100,11 +109,16 @@ class LoadProbes:
                 break
         if not found:
             e = errors.get(api if api != "auto" else "chat") or next(iter(errors.values()), None)
-            what = {"auto": "neither /v1/completions nor /v1/chat/completions", "chat": "/v1/chat/completions",
-                    "completions": "/v1/completions"}[api]
+            what = {
+                "auto": "neither /v1/completions nor /v1/chat/completions",
+                "chat": "/v1/chat/completions",
+                "completions": "/v1/completions",
+            }[api]
             hint = " (a chat-only model: use --api chat or auto)" if e is not None and is_chat_only(e) else ""
-            raise ServerError(f"the server at {self.shown_url} refused {what} for {self.served!r}{hint} "
-                              f"({self.servers[0].error(e, True) if e is not None else 'no answer'})")
+            raise ServerError(
+                f"the server at {self.shown_url} refused {what} for {self.served!r}{hint} "
+                f"({self.servers[0].error(e, True) if e is not None else 'no answer'})"
+            )
         with_lp = [ep for ep in found if found[ep][0]]
         endpoint = with_lp[0] if with_lp else ("chat" if "chat" in found else next(iter(found)))
         n, thinking = found[endpoint]
@@ -148,19 +162,26 @@ class LoadProbes:
         reads = []
         self.fingerprint_reads = []  # [{token: logprob} of the top 3, or the text]: compared with a tolerance
         for p in FINGERPRINT_PROMPTS:
-            r = self._request(self.endpoint, self._body(self.endpoint, p, GENERATION_TOKENS if not self.top_logprobs
-                                                        else 1, self.top_logprobs), use_cache=False, count=False)
+            r = self._request(
+                self.endpoint,
+                self._body(self.endpoint, p, GENERATION_TOKENS if not self.top_logprobs else 1, self.top_logprobs),
+                use_cache=False,
+                count=False,
+            )
             pos = R.token_positions(r, self.endpoint)
             top = pos[0][1] if pos else {}
             best = sorted(top, key=top.get, reverse=True)[:3]
             reads.append(best if top else R.generated_text(r, self.endpoint))
-            self.fingerprint_reads.append({t: round(top[t], 3) for t in best} if top else R.generated_text(r, self.endpoint))
+            self.fingerprint_reads.append(
+                {t: round(top[t], 3) for t in best} if top else R.generated_text(r, self.endpoint)
+            )
         blob = json.dumps({"entry": self.entry, "reads": reads, "endpoint": self.endpoint}, sort_keys=True)
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def _measure_concurrency(self, s: Server) -> int:
         """1 where 3 requests at once take over 2.2x one request (+50 ms), else DEFAULT_CONCURRENCY
         (the fingerprint's requests have warmed the server)."""
+
         def one(i: int) -> float:
             body = self._body(self.endpoint, f"Count: {i}", 1, self.top_logprobs)
             return s.post(PATHS[self.endpoint], body, at_load=True)[1]
@@ -187,4 +208,3 @@ def same_reads(a, b, tol: float = 0.25) -> bool:
         elif x != y:
             return False
     return True
-

@@ -116,7 +116,7 @@ def answer_position(positions: list[tuple[str, dict]]) -> dict[str, float] | Non
     for i, (tok, _) in enumerate(positions):
         seen += tok
         if THINK_CLOSE in seen:
-            for tok2, top2 in positions[i + 1:]:
+            for tok2, top2 in positions[i + 1 :]:
                 if tok2.strip():
                     return top2
             return None

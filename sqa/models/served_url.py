@@ -82,26 +82,37 @@ def parse_base_url(raw: str, flag: str = "--base-url") -> ServerURL:
         parts = urlsplit(clean)
         port = parts.port  # raises ValueError for a port that is not a number or out of range
     except ValueError:
-        raise BadInput(f"{flag} {shown!r}: the port is not a number in 1..65535; give e.g. "
-                       f"{DEFAULT_BASE_URL}") from None
+        raise BadInput(
+            f"{flag} {shown!r}: the port is not a number in 1..65535; give e.g. {DEFAULT_BASE_URL}"
+        ) from None
     if not parts.hostname or "@" in parts.netloc:
         raise BadInput(f"{flag} {shown!r}: no host name; give e.g. {DEFAULT_BASE_URL}")
     if port == 0:
         raise BadInput(f"{flag} {shown!r}: the port is not a number in 1..65535; give e.g. {DEFAULT_BASE_URL}")
     if parts.query or parts.fragment:
-        raise BadInput(f"{flag} {redact_url(clean.split('?')[0].split('#')[0])!r}: a base URL takes no '?' or "
-                       "'#' part (a password holding them belongs before the '@')")
+        raise BadInput(
+            f"{flag} {redact_url(clean.split('?')[0].split('#')[0])!r}: a base URL takes no '?' or "
+            "'#' part (a password holding them belongs before the '@')"
+        )
     url = clean.rstrip("/")
-    return ServerURL(url=url, shown=redact_url(url), user=user, password=password,
-                     has_v1=urlsplit(url).path.rstrip("/").endswith("/v1"))
+    return ServerURL(
+        url=url,
+        shown=redact_url(url),
+        user=user,
+        password=password,
+        has_v1=urlsplit(url).path.rstrip("/").endswith("/v1"),
+    )
 
 
 def base_urls(options: ServedOptions) -> list[ServerURL]:
     """The servers of ``options`` parsed (``$OPENAI_BASE_URL`` or the default when none is given);
     duplicates removed. Raises BadInput (see :func:`parse_base_url`)."""
     given: Sequence[str] = options.base_urls or (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,)
-    flag = "--base-url" if options.base_urls else ("$OPENAI_BASE_URL" if os.environ.get("OPENAI_BASE_URL")
-                                                   else "the default base URL")
+    flag = (
+        "--base-url"
+        if options.base_urls
+        else ("$OPENAI_BASE_URL" if os.environ.get("OPENAI_BASE_URL") else "the default base URL")
+    )
     out: list[ServerURL] = []
     for raw in given:
         u = parse_base_url(raw, flag)
@@ -125,7 +136,13 @@ def served_flags(base_url) -> str:
     for a message refusing them with a local model (e.g. ``--api``)."""
     if not isinstance(base_url, ServedOptions):
         return "--base-url"
-    flags = [f for f, on in (("--base-url", base_url.base_urls), ("--api", base_url.api != "auto"),
-                             ("--allow-model-alias", base_url.allow_model_alias)) if on]
+    flags = [
+        f
+        for f, on in (
+            ("--base-url", base_url.base_urls),
+            ("--api", base_url.api != "auto"),
+            ("--allow-model-alias", base_url.allow_model_alias),
+        )
+        if on
+    ]
     return "/".join(flags) or "--base-url"
-

@@ -26,8 +26,9 @@ class BackendRetriever:
         content words; ``sqa.retriever.clean.resolve_references``)."""
         return resolve_references(step.question, [(s.question, s.answer) for s in prior_steps])
 
-    def retrieve_step(self, step: Step, prior_steps: Sequence[Step] = (), k: int = 10,
-                      question: str | None = None) -> list[Hit]:
+    def retrieve_step(
+        self, step: Step, prior_steps: Sequence[Step] = (), k: int = 10, question: str | None = None
+    ) -> list[Hit]:
         return self.backend.search(self.step_query(step, prior_steps), k)
 
     def retrieve(self, question: str, steps: Sequence[Step] = (), k: int = 10) -> list[Hit]:

@@ -23,10 +23,12 @@ REF = re.compile(r"#(\d+)")
 _WORD = re.compile(r"#\d+|\w+(?:[-'’.]\w+|(?<=\d),\d+)*", re.UNICODE)
 
 # Words frequent in StrategyQA decomposition steps that name no topic (tuned on train-2061 only).
-QUESTION_WORDS = frozenset("""
+QUESTION_WORDS = frozenset(
+    """
 many much also would could might may likely usually typically generally often commonly
 one ones something someone anything thing things kind type types
-""".split())
+""".split()
+)
 
 
 def official_clean(text: str) -> str:
@@ -52,8 +54,9 @@ def content_words(text: str, extra_stopwords: frozenset[str] = QUESTION_WORDS) -
     return out
 
 
-def resolve_references(text: str, prior: Sequence[tuple[str, str | None]], unknown: str | None = None,
-                       _depth: int = 0) -> str:
+def resolve_references(
+    text: str, prior: Sequence[tuple[str, str | None]], unknown: str | None = None, _depth: int = 0
+) -> str:
     """Replace each "#k" (1-based, as in StrategyQA's decompositions) in ``text`` by step k's answer
     when it is known (non-blank), else by step k's content words (with its own references
     resolved the same way). ``prior`` = ``[(step question, answer or None), ...]`` for steps
@@ -61,6 +64,7 @@ def resolve_references(text: str, prior: Sequence[tuple[str, str | None]], unkno
     step's reference becomes that text instead, and ``unknown="keep"`` leaves it as "#k" (for the
     reader's prompt). The answer replaces the reference in place ("#1's" -> "Aristotle's"); runs of
     whitespace are collapsed."""
+
     def sub(m: re.Match) -> str:
         k = int(m.group(1))
         if not 1 <= k <= len(prior) or _depth > 8:
@@ -72,7 +76,7 @@ def resolve_references(text: str, prior: Sequence[tuple[str, str | None]], unkno
             return m.group(0)
         if unknown is not None:
             return f" {unknown} "
-        inner = resolve_references(question, prior[:k - 1], None, _depth + 1)
+        inner = resolve_references(question, prior[: k - 1], None, _depth + 1)
         return " " + " ".join(content_words(inner)) + " "
 
     return re.sub(r"\s+", " ", REF.sub(sub, text)).strip()

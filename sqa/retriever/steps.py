@@ -75,8 +75,9 @@ class StepRetriever:
         return self.backend.search(query, k, title_boost=self.config.title_boost)
 
     # -- Retriever Protocol -----------------------------------------------------------------
-    def retrieve_step(self, step: Step, prior_steps: Sequence[Step] = (), k: int = 10,
-                      question: str | None = None) -> list[Hit]:
+    def retrieve_step(
+        self, step: Step, prior_steps: Sequence[Step] = (), k: int = 10, question: str | None = None
+    ) -> list[Hit]:
         """Top-``k`` hits for one step (see ``step_query``), reranked when ``rerank`` is on."""
         query = self.step_query(step, prior_steps, question)
         c = self.config
@@ -89,12 +90,13 @@ class StepRetriever:
         """Top-``k`` unique evidence paragraphs for the question (and its steps, if any)."""
         c = self.config
         n = max(k, c.candidates, c.rerank_depth if c.rerank else 0)
-        queries = [self.question_query(question)] + [self.step_query(s, steps[:i], question)
-                                                     for i, s in enumerate(steps)]
+        queries = [self.question_query(question)] + [
+            self.step_query(s, steps[:i], question) for i, s in enumerate(steps)
+        ]
         self.last_queries = queries
         fused = round_robin([self._search(q, n) for q in queries])
         if c.rerank:
-            fused = self._rerank([question] + [s.question for s in steps], fused[:c.rerank_depth])
+            fused = self._rerank([question] + [s.question for s in steps], fused[: c.rerank_depth])
         return _reranked(fused[:k])
 
     # -- MiniLM reranking (opt-in; numpy on CPU, no torch) ---------------------------------------------
@@ -109,13 +111,15 @@ class StepRetriever:
             self._encoder = load_minilm()
         texts = [f"{h.paragraph.title}. {h.paragraph.text}" for h in hits]
         emb = self._encoder(list(queries) + texts)
-        cos = (emb[len(queries):] @ emb[:len(queries)].T).max(axis=1)
+        cos = (emb[len(queries) :] @ emb[: len(queries)].T).max(axis=1)
         s = np.array([h.score for h in hits], dtype=float)
         s = (s - s.min()) / (s.max() - s.min()) if s.max() > s.min() else np.ones_like(s)
         a = self.config.rerank_alpha
         order = np.argsort(-(a * cos + (1 - a) * s), kind="stable")
-        return [Hit(paragraph=hits[i].paragraph, score=float(a * cos[i] + (1 - a) * s[i]), rank=r)
-                for r, i in enumerate(order, start=1)]
+        return [
+            Hit(paragraph=hits[i].paragraph, score=float(a * cos[i] + (1 - a) * s[i]), rank=r)
+            for r, i in enumerate(order, start=1)
+        ]
 
 
 def _reranked(hits: Sequence[Hit]) -> list[Hit]:
@@ -149,7 +153,9 @@ def sentence_transformers_minilm(device: str = "cpu") -> Callable[[Sequence[str]
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as e:
-        raise SqaError(f"MiniLM on {device} needs `pip install sentence-transformers` (the rerank extra) ({e})") from None
+        raise SqaError(
+            f"MiniLM on {device} needs `pip install sentence-transformers` (the rerank extra) ({e})"
+        ) from None
     model = SentenceTransformer(str(path), device=device)
 
     def encode(texts: Sequence[str]):

@@ -18,21 +18,73 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-_DAYS = {"second": 1 / 86400, "minute": 1 / 1440, "hour": 1 / 24, "day": 1.0, "week": 7.0, "fortnight": 14.0,
-         "month": 30.44, "year": 365.25, "decade": 3652.5, "century": 36525.0, "millennium": 365250.0}
+_DAYS = {
+    "second": 1 / 86400,
+    "minute": 1 / 1440,
+    "hour": 1 / 24,
+    "day": 1.0,
+    "week": 7.0,
+    "fortnight": 14.0,
+    "month": 30.44,
+    "year": 365.25,
+    "decade": 3652.5,
+    "century": 36525.0,
+    "millennium": 365250.0,
+}
 _PLURAL = {"centuries": "century", "millennia": "millennium"}
-_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-          "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "hundred": 100, "thousand": 1000,
-          "once": 1, "twice": 2, "thrice": 3, "half": 0.5, "dozen": 12}
+_WORDS = {
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "twenty": 20,
+    "hundred": 100,
+    "thousand": 1000,
+    "once": 1,
+    "twice": 2,
+    "thrice": 3,
+    "half": 0.5,
+    "dozen": 12,
+}
 _SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _NUM = r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_QTY = re.compile(rf"(?P<num>{_NUM}|\b(?:{'|'.join(_WORDS)})\b)\s*(?P<scale>{'|'.join(_SCALE)})?\s*"
-                  rf"(?P<unit>[a-z]+)?(?:\s+(?P<era>BC|BCE|AD|CE)\b)?", re.I)
+_QTY = re.compile(
+    rf"(?P<num>{_NUM}|\b(?:{'|'.join(_WORDS)})\b)\s*(?P<scale>{'|'.join(_SCALE)})?\s*"
+    rf"(?P<unit>[a-z]+)?(?:\s+(?P<era>BC|BCE|AD|CE)\b)?",
+    re.I,
+)
 _ERA_BEFORE = re.compile(r"\b(?:AD|CE)\s+(?P<num>\d{1,4})\b", re.I)
 _REF = r"(?:#\d+|{num}(?:\s+[a-z]+)?)".format(num=_NUM)
 _HASH_REF = re.compile(r"#\d+")
-_AUX = ("is", "are", "was", "were", "do", "does", "did", "can", "could", "would", "will", "should", "has", "have",
-        "had", "may", "might", "must")
+_AUX = (
+    "is",
+    "are",
+    "was",
+    "were",
+    "do",
+    "does",
+    "did",
+    "can",
+    "could",
+    "would",
+    "will",
+    "should",
+    "has",
+    "have",
+    "had",
+    "may",
+    "might",
+    "must",
+)
 
 
 def is_operation_step(step: str) -> bool:
@@ -44,10 +96,46 @@ def is_operation_step(step: str) -> bool:
     words = step.strip().split()
     return bool(_HASH_REF.search(step)) and bool(words) and words[0].lower().strip(",") in _AUX
 
-MORE = ("greater", "more", "larger", "longer", "higher", "bigger", "older", "taller", "heavier", "later", "after",
-        "over", "above", "exceed", "exceeds", "farther", "further", "wider", "deeper", "faster")
-LESS = ("less", "fewer", "smaller", "shorter", "lower", "younger", "earlier", "before", "lighter", "under", "below",
-        "closer", "narrower", "shallower", "slower")
+
+MORE = (
+    "greater",
+    "more",
+    "larger",
+    "longer",
+    "higher",
+    "bigger",
+    "older",
+    "taller",
+    "heavier",
+    "later",
+    "after",
+    "over",
+    "above",
+    "exceed",
+    "exceeds",
+    "farther",
+    "further",
+    "wider",
+    "deeper",
+    "faster",
+)
+LESS = (
+    "less",
+    "fewer",
+    "smaller",
+    "shorter",
+    "lower",
+    "younger",
+    "earlier",
+    "before",
+    "lighter",
+    "under",
+    "below",
+    "closer",
+    "narrower",
+    "shallower",
+    "slower",
+)
 
 
 @dataclass(frozen=True)
@@ -101,8 +189,14 @@ def parse_quantity(text: str | None) -> Quantity | None:
             continue
         if re.fullmatch(r"\d{3,4}", raw) and not unit:
             # a bare 3-4 digit number: a year when the answer reads like a date
-            return Quantity(num, "year" if re.search(r"\b(in|year|born|died|since|until|founded|built)\b|^\s*\d{3,4}\s*$",
-                                                      text, re.I) else "number", "", text)
+            return Quantity(
+                num,
+                "year"
+                if re.search(r"\b(in|year|born|died|since|until|founded|built)\b|^\s*\d{3,4}\s*$", text, re.I)
+                else "number",
+                "",
+                text,
+            )
         return Quantity(num, "number", unit, text)
     return None
 
@@ -136,18 +230,33 @@ def _render(q: Quantity, value: float) -> str:
     return _fmt(value) + (f" {q.unit}" if q.unit else "")
 
 
-_CMP = re.compile(rf"^\s*(?:is|are|was|were|does|did|do|would|will|can|could)\s+(?:the\s+)?(?P<a>{_REF})\s+"
-                  rf"(?:(?:a|an|the)\s+)?(?:(?:much|still|even)\s+)?(?P<op>[a-z]+)(?:\s+(?:in\s+\w+\s+)?)?\s*(?:than|to)?\s+"
-                  rf"(?:that\s+of\s+|the\s+)?(?P<b>{_REF})\s*\??\s*$", re.I)
-_SAME = re.compile(rf"^\s*(?:is|are|was|were)\s+(?P<a>{_REF})\s+(?:the\s+same\s+as|equal\s+to|identical\s+to)\s+"
-                   rf"(?P<b>{_REF})\s*\??\s*$", re.I)
-_HAPPEN = re.compile(rf"^\s*(?:did|does|was|is)\s+(?P<a>{_REF})\s+(?:happen|occur|come|take\s+place|exist)?\s*"
-                     rf"(?P<op>before|after|earlier\s+than|later\s+than)\s+(?P<b>{_REF})\s*\??\s*$", re.I)
-_ARITH = re.compile(rf"^\s*(?:what\s+is\s+|how\s+(?:much|many)\s+is\s+)?(?:the\s+)?(?P<a>{_REF})\s*"
-                    rf"(?P<op>times|multiplied\s+by|\*|x|plus|\+|minus|-|divided\s+by|/|added\s+to)\s*"
-                    rf"(?P<b>{_REF})\s*\??\s*$", re.I)
-_PAIR = re.compile(rf"^\s*what\s+is\s+the\s+(?P<op>sum|difference|product|ratio)\s+(?:of|between)\s+(?P<a>{_REF})\s+"
-                   rf"and\s+(?P<b>{_REF})\s*\??\s*$", re.I)
+_CMP = re.compile(
+    rf"^\s*(?:is|are|was|were|does|did|do|would|will|can|could)\s+(?:the\s+)?(?P<a>{_REF})\s+"
+    rf"(?:(?:a|an|the)\s+)?(?:(?:much|still|even)\s+)?(?P<op>[a-z]+)(?:\s+(?:in\s+\w+\s+)?)?\s*(?:than|to)?\s+"
+    rf"(?:that\s+of\s+|the\s+)?(?P<b>{_REF})\s*\??\s*$",
+    re.I,
+)
+_SAME = re.compile(
+    rf"^\s*(?:is|are|was|were)\s+(?P<a>{_REF})\s+(?:the\s+same\s+as|equal\s+to|identical\s+to)\s+"
+    rf"(?P<b>{_REF})\s*\??\s*$",
+    re.I,
+)
+_HAPPEN = re.compile(
+    rf"^\s*(?:did|does|was|is)\s+(?P<a>{_REF})\s+(?:happen|occur|come|take\s+place|exist)?\s*"
+    rf"(?P<op>before|after|earlier\s+than|later\s+than)\s+(?P<b>{_REF})\s*\??\s*$",
+    re.I,
+)
+_ARITH = re.compile(
+    rf"^\s*(?:what\s+is\s+|how\s+(?:much|many)\s+is\s+)?(?:the\s+)?(?P<a>{_REF})\s*"
+    rf"(?P<op>times|multiplied\s+by|\*|x|plus|\+|minus|-|divided\s+by|/|added\s+to)\s*"
+    rf"(?P<b>{_REF})\s*\??\s*$",
+    re.I,
+)
+_PAIR = re.compile(
+    rf"^\s*what\s+is\s+the\s+(?P<op>sum|difference|product|ratio)\s+(?:of|between)\s+(?P<a>{_REF})\s+"
+    rf"and\s+(?P<b>{_REF})\s*\??\s*$",
+    re.I,
+)
 
 
 def compute_step(step: str, answers: Sequence[str | None]) -> str | None:

@@ -68,12 +68,19 @@ class DemoSelector:
             from sqa.strategyqa import load_questions
 
             questions = load_questions("train-2061")
-        self.demos = [Demo(q.qid, q.question, tuple(q.decomposition), bool(q.answer)) for q in questions
-                      if q.decomposition and q.answer is not None and len(q.decomposition) <= max_steps]
+        self.demos = [
+            Demo(q.qid, q.question, tuple(q.decomposition), bool(q.answer))
+            for q in questions
+            if q.decomposition and q.answer is not None and len(q.decomposition) <= max_steps
+        ]
         self._stemmer = Stemmer.Stemmer("english")
         self._bm25 = bm25s.BM25()
-        self._bm25.index(bm25s.tokenize([d.question for d in self.demos], stopwords="en", stemmer=self._stemmer,
-                                        show_progress=False), show_progress=False)
+        self._bm25.index(
+            bm25s.tokenize(
+                [d.question for d in self.demos], stopwords="en", stemmer=self._stemmer, show_progress=False
+            ),
+            show_progress=False,
+        )
 
     def _ranked(self, question: str, k: int) -> list[int]:
         """Indices into ``demos`` of the ``k`` most similar questions, best first (BM25)."""
@@ -129,8 +136,7 @@ class MiniLMDemoSelector(DemoSelector):
     cores); an entry that cannot be read or has the wrong shape is deleted with one warning line
     and rebuilt. Raises SqaError when the MiniLM weights are not installed."""
 
-    def __init__(self, questions: Sequence[Question] | None = None, max_steps: int = 4, encode=None,
-                 cache_dir=None):
+    def __init__(self, questions: Sequence[Question] | None = None, max_steps: int = 4, encode=None, cache_dir=None):
         super().__init__(questions, max_steps)
         if encode is None:
             from sqa.retriever.minilm import default_encoder
@@ -168,8 +174,11 @@ class MiniLMDemoSelector(DemoSelector):
                         path.unlink(missing_ok=True)
                     except OSError:  # a directory of that name, a read-only cache: computed each time
                         pass
-                    warnings.warn(f"{path}: unreadable embedding-cache entry ({type(e).__name__}) dropped; it is "
-                                  "rebuilt", SqaWarning, stacklevel=2)
+                    warnings.warn(
+                        f"{path}: unreadable embedding-cache entry ({type(e).__name__}) dropped; it is rebuilt",
+                        SqaWarning,
+                        stacklevel=2,
+                    )
         emb = np.asarray(self._encode(texts), dtype=np.float32)
         if path is not None:
             try:

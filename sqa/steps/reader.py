@@ -67,8 +67,9 @@ class _State:
     steps: list[str] = field(default_factory=list)
     traces: list[StepTrace] = field(default_factory=list)
     hits: list[list[Hit]] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=lambda: {"decompose": 0.0, "retrieve": 0.0, "read": 0.0,
-                                                               "answer": 0.0})
+    timings: dict[str, float] = field(
+        default_factory=lambda: {"decompose": 0.0, "retrieve": 0.0, "read": 0.0, "answer": 0.0}
+    )
     paragraphs: list[str] = field(default_factory=list)
     final_from_last_step: bool = False
     fewshot_qids: list[str] = field(default_factory=list)
@@ -91,11 +92,20 @@ class StepsReader:
     Raises SqaError for an empty question, an unknown mode, or retrieval without a retriever.
     """
 
-    def __init__(self, model: LanguageModel, retriever: Retriever | None = None, k: int = 10, *,
-                 settings: StepsSettings = StepsSettings(), retrieval: bool = True,
-                 demo_selector: P.DemoSelector | None = None):
+    def __init__(
+        self,
+        model: LanguageModel,
+        retriever: Retriever | None = None,
+        k: int = 10,
+        *,
+        settings: StepsSettings = StepsSettings(),
+        retrieval: bool = True,
+        demo_selector: P.DemoSelector | None = None,
+    ):
         if retrieval and retriever is None:
-            raise SqaError("StepsReader: retrieval=True needs a retriever (or pass retrieval=False for the no-retrieval baseline)")
+            raise SqaError(
+                "StepsReader: retrieval=True needs a retriever (or pass retrieval=False for the no-retrieval baseline)"
+            )
         self.model = model
         self.retriever = retriever
         self.k = k
@@ -113,22 +123,34 @@ class StepsReader:
         """A copy of this reader (same model, retriever and settings) that draws demonstrations
         from ``questions`` instead of train-2061 (None = train-2061), e.g. for cross-fitting on
         the train split. Building the BM25 index over the pool takes about a second."""
-        return StepsReader(self.model, self.retriever, self.k, settings=self.settings, retrieval=self.retrieval,
-                        demo_selector=P.DemoSelector(questions) if questions is not None else P.default_selector())
+        return StepsReader(
+            self.model,
+            self.retriever,
+            self.k,
+            settings=self.settings,
+            retrieval=self.retrieval,
+            demo_selector=P.DemoSelector(questions) if questions is not None else P.default_selector(),
+        )
 
     # -- public API ---------------------------------------------------------------------------
-    def answer(self, question: str, qid: str | None = None, decomposition: Sequence[str] | None = None) -> ReasoningResult:
+    def answer(
+        self, question: str, qid: str | None = None, decomposition: Sequence[str] | None = None
+    ) -> ReasoningResult:
         """Answer one question. ``decomposition`` given = use these steps (e.g. StrategyQA's gold
         ones) instead of the decomposer. Returns a ``ReasoningResult`` (timings in seconds)."""
         if not question or not question.strip():
-            raise SqaError("empty question; pass the question text, e.g. sqa ask \"Is the sun a star?\"")
+            raise SqaError('empty question; pass the question text, e.g. sqa ask "Is the sun a star?"')
         st = _State(question=question.strip(), qid=qid, mode="gold" if decomposition is not None else "predicted")
         if decomposition is not None:
             st.steps = [s for s in decomposition if s and s.strip()][: self.settings.max_steps] or [st.question]
         return self._run([st])[0]
 
-    def answer_batch(self, questions: Sequence[Question], decomposition: Mode = "predicted",
-                     on_result: Callable[[ReasoningResult], None] | None = None) -> list[ReasoningResult]:
+    def answer_batch(
+        self,
+        questions: Sequence[Question],
+        decomposition: Mode = "predicted",
+        on_result: Callable[[ReasoningResult], None] | None = None,
+    ) -> list[ReasoningResult]:
         """Answer many questions. ``decomposition``: "predicted" (the decomposer), "gold" (the
         questions' own StrategyQA steps) or "question" (no decomposition: the question alone is
         retrieved with and read). Models with ``prefers_batches`` (GPU) run up to 32 questions in
@@ -143,7 +165,9 @@ class StepsReader:
             st = _State(question=q.question.strip(), qid=q.qid, mode=decomposition)
             if decomposition == "gold":
                 if not q.decomposition:
-                    raise SqaError(f"question {q.qid}: no gold decomposition (test split?); use decomposition='predicted'")
+                    raise SqaError(
+                        f"question {q.qid}: no gold decomposition (test split?); use decomposition='predicted'"
+                    )
                 st.steps = list(q.decomposition)[: self.settings.max_steps]
             states.append(st)
         results: list[ReasoningResult] = []
@@ -152,7 +176,7 @@ class StepsReader:
         slots = int(self.model.capabilities.concurrency or 1)
         size = (32 if slots <= 1 else min(slots, 32)) if self.model.prefers_batches else 1
         for i in range(0, len(states), size):
-            for r in self._run(states[i:i + size]):
+            for r in self._run(states[i : i + size]):
                 results.append(r)
                 if on_result:
                     on_result(r)
@@ -189,8 +213,9 @@ class StepsReader:
         if not todo:
             return
         t = time.perf_counter()
-        outs = self.model.generate([st.prompt.extend("Steps:\n1.") for st in todo], self.settings.decompose_tokens,
-                                   P.DECOMPOSE_STOP)
+        outs = self.model.generate(
+            [st.prompt.extend("Steps:\n1.") for st in todo], self.settings.decompose_tokens, P.DECOMPOSE_STOP
+        )
         dt = (time.perf_counter() - t) / len(todo)
         for st, out in zip(todo, outs):
             st.steps = P.parse_steps("1." + out, self.settings.max_steps) or [st.question]
@@ -209,7 +234,9 @@ class StepsReader:
             t = time.perf_counter()
             if self.retrieval:
                 steps = [Step(question=q, answer=a) for q, a in prior]
-                st.hits[i] = self.retriever.retrieve_step(Step(question=tr.question), steps, self.k, question=st.question)
+                st.hits[i] = self.retriever.retrieve_step(
+                    Step(question=tr.question), steps, self.k, question=st.question
+                )
                 tr.evidence = [h.evidence_id for h in st.hits[i]]
                 tr.scores = [float(h.score) for h in st.hits[i]]
                 tr.query = self.retriever.step_query(Step(question=tr.question), steps, st.question)
@@ -261,31 +288,51 @@ class StepsReader:
         transcript, then direct, which shares its prefix, then plain), combined by ``DECISION``."""
         n = len(states)
         t = time.perf_counter()
-        prompts = [p for st in states for p in (st.prompt.extend(f"Question: {st.question}\nAnswer:"),
-                                               st.head.extend("Answer:"), st.plain_prefix.extend("Answer:"))]
+        prompts = [
+            p
+            for st in states
+            for p in (
+                st.prompt.extend(f"Question: {st.question}\nAnswer:"),
+                st.head.extend("Answer:"),
+                st.plain_prefix.extend("Answer:"),
+            )
+        ]
         probs = self.model.yes_probability(prompts)
         dt = (time.perf_counter() - t) / n
         total = (time.perf_counter() - t_start) / n
         results = []
         m = len(READINGS)
         for j, st in enumerate(states):
-            readings = {name: float(p) for name, p in zip(READINGS, probs[j * m:(j + 1) * m])}
+            readings = {name: float(p) for name, p in zip(READINGS, probs[j * m : (j + 1) * m])}
             p_yes = combine_log_odds(list(readings.values()))
             if not all(math.isfinite(v) for v in readings.values()) or not math.isfinite(p_yes):
-                raise SqaError(f"model {self.model.name}: P(yes) for question {st.qid or st.question!r} is not a number "
-                               "(NaN/inf); the model file is likely damaged (a built-in model is re-checked and "
-                               "re-assembled on the next run; delete a .gguf of your own and download it again)")
+                raise SqaError(
+                    f"model {self.model.name}: P(yes) for question {st.qid or st.question!r} is not a number "
+                    "(NaN/inf); the model file is likely damaged (a built-in model is re-checked and "
+                    "re-assembled on the next run; delete a .gguf of your own and download it again)"
+                )
             st.timings["answer"] += dt
             ans = p_yes >= 0.5
             if st.final_from_last_step and st.traces:
                 st.traces[-1].answer = "yes" if ans else "no"
             st.timings["total"] = total
-            results.append(ReasoningResult(
-                question=st.question, steps=st.traces, answer=ans, p_yes=p_yes, paragraphs=st.paragraphs,
-                qid=st.qid, timings={k: round(v, 4) for k, v in st.timings.items()}, model=self.model.name,
-                fewshot_qids=st.fewshot_qids, p_yes_raw=float(p_yes),
-                signals={k: round(v, 6) for k, v in readings.items()}, decision=DECISION,
-                calibrated=False))  # the model's own P(yes): no answer head reads it
+            results.append(
+                ReasoningResult(
+                    question=st.question,
+                    steps=st.traces,
+                    answer=ans,
+                    p_yes=p_yes,
+                    paragraphs=st.paragraphs,
+                    qid=st.qid,
+                    timings={k: round(v, 4) for k, v in st.timings.items()},
+                    model=self.model.name,
+                    fewshot_qids=st.fewshot_qids,
+                    p_yes_raw=float(p_yes),
+                    signals={k: round(v, 6) for k, v in readings.items()},
+                    decision=DECISION,
+                    calibrated=False,
+                )
+            )  # the model's own P(yes): no answer head reads it
         return results
 
 
