@@ -244,13 +244,18 @@ def concurrency(args) -> dict:
     }
 
 
-def overlap(args) -> dict:
+def stand_in(latency: float, model: str, serial: bool = False):
+    """A stand-in OpenAI-compatible server (stdlib, in a thread on 127.0.0.1) serving ``model``: each
+    ``/v1/completions`` request is answered " Yes" with fixed logprobs and usage after ``latency`` s,
+    all in parallel (a batching server's behaviour) or, with ``serial``, one at a time (llama.cpp's
+    server with one slot). Returns ``(server, counters)``; counters: requests, in_flight,
+    max_in_flight (reset them by ``update``); ``server.shutdown()`` stops it."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     state = {"in_flight": 0, "max_in_flight": 0, "requests": 0}
     lock = threading.Lock()
-    latency = args.latency
+    one_at_a_time = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):
@@ -265,7 +270,7 @@ def overlap(args) -> dict:
             self.wfile.write(body)
 
         def do_GET(self):
-            self._send({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "stand-in"}]})
+            self._send({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "stand-in"}]})
 
         def do_POST(self):
             req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
@@ -273,7 +278,11 @@ def overlap(args) -> dict:
                 state["in_flight"] += 1
                 state["requests"] += 1
                 state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
-            time.sleep(latency)
+            if serial:
+                with one_at_a_time:
+                    time.sleep(latency)
+            else:
+                time.sleep(latency)
             with lock:
                 state["in_flight"] -= 1
             top = {" Yes": -0.6, " No": -0.9}
@@ -287,14 +296,21 @@ def overlap(args) -> dict:
                     "id": "x",
                     "object": "text_completion",
                     "created": 0,
-                    "model": MODEL,
+                    "model": model,
                     "choices": [{"text": " Yes", "index": 0, "logprobs": lp, "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
                 }
             )
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, state
+
+
+def overlap(args) -> dict:
+    latency = args.latency
+    httpd, state = stand_in(latency, MODEL)
     args.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     rows = []
     for c in args.levels:

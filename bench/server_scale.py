@@ -24,60 +24,12 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from bench.server import stand_in
+
 MODEL = "stand-in-reader"
-
-
-def stand_in(latency: float) -> tuple[ThreadingHTTPServer, dict]:
-    """A serial stand-in server (one request at a time, ``latency`` s each); returns it and its counters."""
-    state = {"requests": 0}
-    serial = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def _send(self, obj: dict) -> None:
-            body = json.dumps(obj).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            self._send({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "stand-in"}]})
-
-        def do_POST(self):
-            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-            with serial:
-                state["requests"] += 1
-                time.sleep(latency)
-            top = {" Yes": -0.6, " No": -0.9}
-            lp = (
-                {"tokens": [" Yes"], "token_logprobs": [-0.6], "top_logprobs": [top], "text_offset": [0]}
-                if req.get("logprobs")
-                else None
-            )
-            self._send(
-                {
-                    "id": "x",
-                    "object": "text_completion",
-                    "created": 0,
-                    "model": MODEL,
-                    "choices": [{"text": " Yes", "index": 0, "logprobs": lp, "finish_reason": "length"}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
-                }
-            )
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd, state
 
 
 def row(urls: list[str], states: list[dict], limit: int) -> dict:
@@ -134,7 +86,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--out", default="bench/results/server_scale.json")
     args = ap.parse_args()
-    servers = [stand_in(args.latency) for _ in range(2)]
+    servers = [stand_in(args.latency, MODEL, serial=True) for _ in range(2)]
     urls = [f"http://127.0.0.1:{h.server_address[1]}/v1" for h, _ in servers]
     states = [s for _, s in servers]
     rows = [row(urls[:1], states, args.limit), row(urls, states, args.limit)]
