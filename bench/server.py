@@ -331,7 +331,8 @@ def overlap(args) -> dict:
 
 def _eval_row(args, c: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "SQA_OPENAI_CONCURRENCY": str(c)}
+        # a fresh $SQA_HOME per row: an empty response cache, so every level sends its requests
+        env = {**os.environ, "SQA_OPENAI_CONCURRENCY": str(c), "SQA_HOME": str(Path(tmp) / "home")}
         cmd = [
             sys.executable,
             "-c",
