@@ -489,3 +489,16 @@ class StandIn:
 def standin_log_odds(text: str) -> float:
     """The stand-in's log-odds for a prompt text: a deterministic value in [-1, 1)."""
     return 2 * int(hashlib.sha256(text.encode()).hexdigest()[:4], 16) / 65536 - 1
+
+
+def write_log_odds_head(path, model: str = "openai:fake-reader"):
+    """Write a log-odds-only answer head for ``model`` to ``path`` (P(yes) = sigmoid(plain
+    log-odds): the head a served model, which gives no hidden states, can answer with); returns ``path``."""
+    import numpy as np
+
+    from sqa.facts.head import AnswerHead, FeatureSpec
+
+    AnswerHead(
+        FeatureSpec((), ("plain",), ()), np.asarray([1.0], dtype=np.float32), 0.0, model, None, {"note": "test head"}
+    ).save(path)
+    return path

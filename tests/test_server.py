@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import free_port, run_sqa, throwaway_home
+from helpers import free_port, run_sqa, throwaway_home, write_log_odds_head
 
 # all of them slow (subprocesses, and llama.cpp's server for two): out of the fast lane, whose install
 # has no server extra
@@ -169,18 +169,7 @@ def fake():
 @pytest.fixture
 def log_odds_head(tmp_path):
     """A log-odds-only answer head for ``openai:fake-reader`` (P(yes) = sigmoid(plain log-odds))."""
-    from sqa.facts.head import AnswerHead, FeatureSpec
-
-    path = tmp_path / "head.json"
-    AnswerHead(
-        FeatureSpec((), ("plain",), ()),
-        np.asarray([1.0], dtype=np.float32),
-        0.0,
-        "openai:fake-reader",
-        None,
-        {"note": "test head"},
-    ).save(path)
-    return path
+    return write_log_odds_head(tmp_path / "head.json")
 
 
 def _eval_args(url: str, head: Path, out: Path, limit: int = 6, model: str = "openai:fake-reader") -> list:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import StandIn, free_port, run_sqa, throwaway_home
+from helpers import StandIn, free_port, run_sqa, throwaway_home, write_log_odds_head
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 KEY = "sk-sqa-test-2b9e-KEEP-OUT"
@@ -45,18 +45,7 @@ def standin():
 @pytest.fixture
 def head(tmp_path) -> Path:
     """A log-odds-only answer head for ``openai:fake-reader`` (P(yes) = sigmoid(plain log-odds))."""
-    from sqa.facts.head import AnswerHead, FeatureSpec
-
-    path = tmp_path / "head.json"
-    AnswerHead(
-        FeatureSpec((), ("plain",), ()),
-        np.asarray([1.0], dtype=np.float32),
-        0.0,
-        "openai:fake-reader",
-        None,
-        {"note": "test head"},
-    ).save(path)
-    return path
+    return write_log_odds_head(tmp_path / "head.json")
 
 
 def _eval(url, head, out, *extra, limit=6):
