@@ -78,9 +78,11 @@ def load_head(
     path: str | Path | None = None,
     split: str = "dev",
     questions: Sequence[Question] | None = None,
+    form: str = "text",
 ):
     """``(head, identity)``: the facts reader's answer head for ``model`` (the facts head, or the
-    no-retrieval one when ``retrieval`` is off and no oracle is shown; ``path`` overrides) and its
+    no-retrieval one when ``retrieval`` is off and no oracle is shown; ``path`` overrides), fitted
+    on reads in prompt ``form`` (``sqa.facts.prompt``: a head of the other form never answers), and its
     identity ``"<kind>:<12 hex of the sha256 of its model, spec, intercept and first 64
     coefficients>"``. When the model has no head (and no ``path`` is given): ``(None,
     "zero-shot:<kind>")``, and the reader answers with the model's own, uncalibrated P(yes)
@@ -92,7 +94,7 @@ def load_head(
 
     kind = "facts" if (retrieval or oracle) else "plain"
     try:
-        h = head_for(model, kind, path)
+        h = head_for(model, kind, path, form)
     except HeadNotFound:
         if path:
             raise
@@ -180,6 +182,7 @@ def build_reader(
     retriever: str = "step",
     base_url: str | None = None,
     chat_template: str | Path | None = None,
+    prompt_form: str = "text",
 ) -> Pipeline:
     """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
     fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
@@ -189,8 +192,10 @@ def build_reader(
     when the model has none) is checked against the model; ``features_cache`` is a features file (``sqa.facts.features``). Steps reader:
     ``fewshot_pool`` = the questions demonstrations come from (default train-2061). ``base_url``:
     the server of a served model (``openai:NAME``). ``chat_template``: a Jinja file rendering the
-    model's ``ChatPrompt`` s instead of its own template (``--chat-template``). Raises SqaError for a missing index, model or
-    head, and for a head that reads hidden states with a served model (which gives none)."""
+    model's ``ChatPrompt`` s instead of its own template (``--chat-template``). ``prompt_form``: the
+    facts reader's prompt form ("text" | "chat", ``sqa.facts.prompt``; a model served over chat reads
+    "chat" whatever is asked). Raises SqaError for a missing index, model or head, for a head that
+    reads hidden states with a served model (which gives none), and for a head of another prompt form."""
     from sqa.models.registry import load_model, model_stem
     from sqa.paths import default_index_dir
 
@@ -206,7 +211,7 @@ def build_reader(
 
             name = model if isinstance(model, str) else model.name
             if head is None:
-                head, _ = load_head(name, preset.retrieval, preset.oracle)
+                head, _ = load_head(name, preset.retrieval, preset.oracle, form=prompt_form)
             check_head_states(head, name if isinstance(model, str) else model)
             lm = load_model(model, **model_kw) if isinstance(model, str) else model
             if head is not None:
@@ -222,6 +227,7 @@ def build_reader(
                 backend=be,
                 features_cache=features_cache,
                 prefix_cache=sqa_home() / "cache",
+                prompt_form=prompt_form,
             )
         else:
             from sqa.steps.prompts import DemoSelector
@@ -253,6 +259,7 @@ def reader_factory(
     features_cache: str | Path | None = None,
     base_url: str | None = None,
     chat_template: str | Path | None = None,
+    prompt_form: str = "text",
 ) -> Callable:
     """``pool -> reader`` for ``sqa.eval.runner.run_eval``: builds the reader once (the model loads
     once); the steps reader then switches its few-shot pool per cross-fitting fold, the facts
@@ -272,6 +279,7 @@ def reader_factory(
                 features_cache=features_cache,
                 base_url=base_url,
                 chat_template=chat_template,
+                prompt_form=prompt_form,
                 fewshot_pool=pool.questions if pool is not None else None,
             )
             return p.reader
@@ -320,13 +328,22 @@ def features_reader(
     try:
         on_loading(model)
         lm = load_model(model, base_url=base_url) if base_url else load_model(model)
+        from sqa.facts.reader import reader_form
+
+        form = reader_form(lm, settings.form)
+        if form != settings.form:  # e.g. --api auto chose /v1/chat/completions: the store's key would lie
+            raise SqaError(
+                f"{lm.name} reads the facts reader's prompts in the {form} form (served over "
+                f"/v1/{'chat/' if form == 'chat' else ''}completions), but this run's features are of the "
+                f"{settings.form} form; pass --api {'chat' if form == 'chat' else 'completions'}"
+            )
         sel = FactSelector(StepRetriever(be), settings)
         decompose = None
         if sel.needs_steps:
             from sqa.steps.decomposer import Decomposer
 
             decompose = Decomposer(lm, encode=sel.step_encode, require_minilm=True, cache_dir=sqa_home() / "cache")
-        if lm.capabilities.prefix_cache:
+        if lm.capabilities.prefix_cache and form == "text":
             from sqa.facts.prompt import facts_prefix, plain_prefix
 
             lm.warm_prefixes([plain_prefix(), facts_prefix()], sqa_home() / "cache")

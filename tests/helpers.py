@@ -491,14 +491,15 @@ def standin_log_odds(text: str) -> float:
     return 2 * int(hashlib.sha256(text.encode()).hexdigest()[:4], 16) / 65536 - 1
 
 
-def write_log_odds_head(path, model: str = "openai:fake-reader"):
+def write_log_odds_head(path, model: str = "openai:fake-reader", form: str = "text"):
     """Write a log-odds-only answer head for ``model`` to ``path`` (P(yes) = sigmoid(plain
-    log-odds): the head a served model, which gives no hidden states, can answer with); returns ``path``."""
+    log-odds): the head a served model, which gives no hidden states, can answer with), fitted on
+    reads of prompt ``form`` ("chat": what a model served over /v1/chat/completions reads); returns ``path``."""
     import numpy as np
 
     from sqa.facts.head import AnswerHead, FeatureSpec
+    from sqa.facts.prompt import prompt_version
 
-    AnswerHead(
-        FeatureSpec((), ("plain",), ()), np.asarray([1.0], dtype=np.float32), 0.0, model, None, {"note": "test head"}
-    ).save(path)
+    prov = {"note": "test head", **({"prompt": prompt_version(form)} if form != "text" else {})}
+    AnswerHead(FeatureSpec((), ("plain",), ()), np.asarray([1.0], dtype=np.float32), 0.0, model, None, prov).save(path)
     return path

@@ -48,6 +48,13 @@ def head(tmp_path) -> Path:
     return write_log_odds_head(tmp_path / "head.json")
 
 
+@pytest.fixture
+def chat_head(tmp_path) -> Path:
+    """The same head fitted on chat-form reads: what answers a model read over /v1/chat/completions
+    (a text-form head is refused there, tests/test_chat_agreement.py)."""
+    return write_log_odds_head(tmp_path / "chat_head.json", form="chat")
+
+
 def _eval(url, head, out, *extra, limit=6):
     urls = [url] if isinstance(url, str) else url
     return [
@@ -88,12 +95,12 @@ def _texts(*roots) -> str:
 # -- endpoints and read-outs -------------------------------------------------------------------------
 
 
-def test_chat_only_server_works_with_auto(standin, head, tmp_path):
+def test_chat_only_server_works_with_auto(standin, chat_head, tmp_path):
     """/v1/completions answers 404 (a chat-only server): --api auto reads over chat, from the first
     answer token's top_logprobs; run.json, metrics.json and ask --json say so."""
     s = standin(completions="404")
     out = tmp_path / "run"
-    r = run_sqa(_eval(s.url, head, out), env=ENV)
+    r = run_sqa(_eval(s.url, chat_head, out), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     run = json.loads((out / "run.json").read_text())
     assert run["server"]["endpoint"] == "chat" and run["server"]["readout"] == "top_logprobs"
@@ -108,7 +115,7 @@ def test_chat_only_server_works_with_auto(standin, head, tmp_path):
             "Is the sun a star?",
             "--no-retrieval",
             "--head",
-            head,
+            chat_head,
             "--model",
             "openai:fake-reader",
             "--base-url",
@@ -128,12 +135,12 @@ def test_api_completions_on_a_chat_model_is_one_line(standin, head, tmp_path):
     assert "chat-only model" in line and "--api chat" in line
 
 
-def test_no_logprobs_reads_by_generation(standin, head, tmp_path):
+def test_no_logprobs_reads_by_generation(standin, chat_head, tmp_path):
     """Neither endpoint gives logprobs: each read-out is a short greedy answer parsed as Yes/No
     (P(yes) 1 or 0), counted as "generation"."""
     s = standin(completions="no-logprobs", chat="no-logprobs")
     out = tmp_path / "run"
-    r = run_sqa(_eval(s.url, head, out), env=ENV)
+    r = run_sqa(_eval(s.url, chat_head, out), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     run = json.loads((out / "run.json").read_text())
     assert (

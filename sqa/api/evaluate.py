@@ -124,10 +124,11 @@ def evaluate(
     if answering not in ANSWERING:
         raise BadInput(f"answering {answering!r}: use one of {', '.join(ANSWERING)}")
     pool = None
+    reader.check_given_head()  # before a served model's prompt form is asked of its server
     if preset.reader == "facts" and preset.oracle is None:
         from sqa.eval.oof import oof_pool
 
-        pool = oof_pool(model, preset.retrieval, reader.head, qs.split, qs.questions)
+        pool = oof_pool(model, preset.retrieval, reader.head, qs.split, qs.questions, reader.prompt_form)
     if answering == "head" and pool is not None:
         raise BadInput(
             f"--answering head: the {qs.split} questions are answered out-of-fold (a train split, or "
@@ -178,7 +179,9 @@ def evaluate(
         )
     head_obj = head_id = None
     if preset.reader == "facts":
-        head_obj, head_id = load_head(model, preset.retrieval, preset.oracle, reader.head, qs.split, qs.given)
+        head_obj, head_id = load_head(
+            model, preset.retrieval, preset.oracle, reader.head, qs.split, qs.given, reader.prompt_form
+        )
         check_head_states(head_obj, model)
     options = EvalOptions(
         split=qs.split,
@@ -197,6 +200,7 @@ def evaluate(
         preset=preset.name,
         protocol=protocol,
         chat_template=reader.chat_template_id,
+        prompt_form=reader.prompt_form if preset.reader == "facts" else "text",
     )
     tag = decomposition if preset.retrieval else f"{decomposition}-noretrieval"
     if preset.reader == "facts":
@@ -239,6 +243,7 @@ def _reader_for(reader: "Reader", head, features_cache) -> Callable:
             features_cache=features_cache,
             base_url=reader.base_url,
             chat_template=reader.chat_template,
+            prompt_form=reader.prompt_form,
         )
 
     def reader_for(pool):

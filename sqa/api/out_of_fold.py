@@ -56,7 +56,7 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
         from sqa.facts.heads import fitted_count
         from sqa.facts.reader import head_for
 
-        h = head_for(options.model, options.kind)
+        h = head_for(options.model, options.kind, form=settings.form)
         record["head"] = {"file": h.source, "fitted_on": fitted_count(h)}
     check_run_file(out_dir, options.eval_options(), info, record)
     try:

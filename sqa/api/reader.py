@@ -92,7 +92,10 @@ class Reader:
     OpenAI-compatible server; several URLs spread requests over several servers; ``api``: "auto",
     "chat" or "completions"; ``allow_model_alias``: accept answers naming another model), or a
     loaded ``sqa.types.LanguageModel``. ``chat_template``: a Jinja chat template file for the
-    steps reader's chat prompts (default: the model's own). ``index``: an :class:`sqa.Index`, an index directory, or None
+    steps reader's chat prompts (default: the model's own). ``apply_chat_template``: the facts
+    reader reads its prompts in the model's own chat template (the "chat" prompt form,
+    ``sqa.facts.prompt``; a model served with ``api="chat"`` always does), answered by a head fitted
+    on that form or zero-shot. ``index``: an :class:`sqa.Index`, an index directory, or None
     (``$SQA_HOME/index``); not opened by presets that read no evidence. ``k``: paragraphs
     retrieved (top-k); ``head``: an answer head file for the facts reader (default: the model's
     own, from ``sqa eval --split train``, or the shipped one). The model loads on the first
@@ -114,6 +117,7 @@ class Reader:
         k: int = 10,
         head: str | Path | None = None,
         chat_template: str | Path | None = None,
+        apply_chat_template: bool = False,
         backend: str = "embedded",
     ):
         from sqa.models.registry import DEFAULT_MODEL, is_served
@@ -146,6 +150,26 @@ class Reader:
             raise BadInput(f"top-k must be from 1 to {MAX_K:,} (got {k})")
         if head is not None and preset.reader != "facts":
             raise BadInput("head goes with the facts reader; the steps reader has no answer head")
+        if apply_chat_template and preset.reader != "facts":
+            raise BadInput(
+                "--apply-chat-template goes with the facts reader; the steps reader's prompts are chat "
+                "prompts already, rendered in the model's own chat template"
+            )
+        api_asked = base_url.api if isinstance(base_url, ServedOptions) else "auto"
+        if apply_chat_template and is_served(self.model) and api_asked == "completions":
+            raise BadInput(
+                "--apply-chat-template with --api completions: sqa would render ChatML there, not the "
+                "model's own chat template; use --api chat (the server applies its template)"
+            )
+        # the facts reader's prompt form (sqa.facts.prompt): over chat a served model reads its template;
+        # with --api auto that is known once the server is probed (``prompt_form``)
+        self._form: str | None = (
+            "chat"
+            if apply_chat_template or (is_served(self.model) and api_asked == "chat")
+            else None
+            if is_served(self.model) and self._lm is None and preset.reader == "facts" and api_asked == "auto"
+            else "text"
+        )
         from sqa.api.index import Index
 
         if isinstance(index, Index):
@@ -171,9 +195,36 @@ class Reader:
             resolve_gguf(self.model)  # a missing .gguf file is named before the head is looked for
         if self.preset.reader != "facts":
             return None
-        self._head, _ = load_head(self.model, self.preset.retrieval, self.preset.oracle, self.head)
+        self.check_given_head()
+        self._head, _ = load_head(
+            self.model, self.preset.retrieval, self.preset.oracle, self.head, form=self.prompt_form
+        )
         check_head_states(self._head, self.given_model)  # a states head with a served model: named before it loads
         return self._head
+
+    def check_given_head(self) -> None:
+        """A ``head`` file given for the facts reader: readable and of what the model gives (hidden
+        states or log-odds only), checked before anything loads or a server is asked (even the
+        probes that tell a served model's prompt form, :attr:`prompt_form`). Raises SqaError."""
+        if self.head is not None and self.preset.reader == "facts":
+            from sqa.facts.head import AnswerHead
+            from sqa.pipeline import check_head_states
+
+            check_head_states(AnswerHead.load(self.head), self.given_model)
+
+    @property
+    def prompt_form(self) -> str:
+        """The facts reader's prompt form, "text" or "chat" (``sqa.facts.prompt``): "chat" with
+        ``apply_chat_template`` or a model served over ``/v1/chat/completions``. For a served model
+        with ``api="auto"`` the endpoint is known only from the server, so the model loads (its
+        load-time probes, seconds) the first time this is asked; heads are then chosen by it."""
+        if self._form is None:
+            from sqa.facts.reader import reader_form
+            from sqa.models.registry import load_model
+
+            self._lm = load_model(self.model, base_url=self.base_url)
+            self._form = reader_form(self._lm, "text")
+        return self._form
 
     @property
     def given_model(self):
@@ -193,7 +244,9 @@ class Reader:
 
             head = self._head
             if head is None and self.head is not None:
-                head, _ = load_head(self.model, self.preset.retrieval, self.preset.oracle, self.head)
+                head, _ = load_head(
+                    self.model, self.preset.retrieval, self.preset.oracle, self.head, form=self.prompt_form
+                )
             self._pipeline = build_reader(
                 self.preset,
                 self.given_model,
@@ -203,6 +256,7 @@ class Reader:
                 head=head,
                 base_url=self.base_url,
                 chat_template=self.chat_template,
+                prompt_form=self.prompt_form,
             )
         return self._pipeline
 

@@ -23,6 +23,7 @@ from sqa.cli.common import (
     ApiOpt,
     BackendOpt,
     BaseUrlOpt,
+    ApplyChatTemplateOpt,
     ChatTemplateOpt,
     IndexDirOpt,
     PresetOpt,
@@ -105,6 +106,7 @@ def ask_command(
     api: ApiOpt = "auto",
     allow_model_alias: AliasOpt = False,
     chat_template: ChatTemplateOpt = None,
+    apply_chat_template: ApplyChatTemplateOpt = False,
 ) -> None:
     """Answer a yes/no question with a preset's reader (default facts) and show the evidence."""
     from sqa.api.reader import Reader, served_details
@@ -138,6 +140,12 @@ def ask_command(
             err,
             base_url,
             chat_template,
+            apply_chat_template,
+        )
+    if apply_chat_template:
+        raise SqaError(
+            "--apply-chat-template goes with the facts reader; the steps reader's prompts are chat "
+            "prompts already, rendered in the model's own chat template"
         )
     with err.status(f"loading {model} and the index…", spinner="dots"):
         pipe = Reader(
@@ -234,6 +242,7 @@ def _ask_facts(
     err: Console,
     base_url: str | None = None,
     chat_template: Path | None = None,
+    apply_chat_template: bool = False,
 ) -> None:
     """``sqa ask`` with the facts reader: facts (with their sources) and the head's answer (or,
     for a model without a head, its own uncalibrated P(yes), said so); with ``--steps`` the decomposer's steps too (for the reader of the output; the answer does not use them)."""
@@ -243,7 +252,15 @@ def _ask_facts(
 
     no_retrieval = not preset.retrieval
     r = Reader(
-        preset, model, index_dir, base_url=base_url, k=k, head=head, chat_template=chat_template, backend=backend
+        preset,
+        model,
+        index_dir,
+        base_url=base_url,
+        k=k,
+        head=head,
+        chat_template=chat_template,
+        apply_chat_template=apply_chat_template,
+        backend=backend,
     )
     h = r.preflight()
     with err.status(f"loading {model} and the index…", spinner="dots"):

@@ -75,6 +75,16 @@ ChatTemplateOpt = Annotated[
 ]
 
 
+ApplyChatTemplateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--apply-chat-template",
+        help="The facts reader reads its prompts in the model's own chat template (one user turn), as a "
+        "model served over --api chat does; answered by a head fitted on that form, else zero-shot.",
+    ),
+]
+
+
 def served_warning(model, err) -> None:
     """Print one ``warning:`` line on ``err`` (a rich Console) when a served model's yes/no
     read-outs found neither Yes nor No among the server's top logprobs (``sqa.models.openai``)."""

@@ -33,6 +33,7 @@ from sqa.cli.common import (
     ApiOpt,
     BackendOpt,
     BaseUrlOpt,
+    ApplyChatTemplateOpt,
     ChatTemplateOpt,
     IndexDirOpt,
     PresetOpt,
@@ -200,6 +201,7 @@ def eval_command(
         ),
     ] = False,
     chat_template: ChatTemplateOpt = None,
+    apply_chat_template: ApplyChatTemplateOpt = False,
     answering: Annotated[
         str,
         typer.Option(
@@ -249,6 +251,7 @@ def eval_one(
     allow_model_alias,
     replace_heads,
     chat_template,
+    apply_chat_template=False,
     answering="auto",
     lm=None,
 ) -> None:
@@ -271,6 +274,7 @@ def eval_one(
         k=k,
         head=head,
         chat_template=chat_template,
+        apply_chat_template=apply_chat_template,
         backend=backend,
     )
     console = Console(stderr=True)

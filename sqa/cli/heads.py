@@ -26,6 +26,7 @@ def heads_list_command(
 ) -> None:
     """List the answer heads (yours, then the shipped ones): questions fitted on, and which one answers."""
     from sqa.facts.heads import choose_head, list_heads
+    from sqa.facts.reader import head_form
     from sqa.models.registry import model_stem
     from sqa.types import SqaError
 
@@ -43,6 +44,7 @@ def heads_list_command(
                         model_stem(e.head.model),
                         e.head.provenance.get("kind") or e.name[len(model_stem(e.head.model)) + 1 :].split(".")[0],
                         "",
+                        head_form(e.head),  # the head of each prompt form that answers
                     ).path
                 )
             except SqaError:

@@ -89,6 +89,7 @@ class OofOptions:
             dataset=self.dataset,
             preset=self.preset,
             protocol=self.protocol,
+            prompt_form=self.settings.get("form", "text"),
         )
 
 
@@ -110,13 +111,18 @@ class OofProgress:
 
 
 def oof_pool(
-    model: str, retrieval: bool, head: str | Path | None, split: str, questions: Sequence[Question]
+    model: str,
+    retrieval: bool,
+    head: str | Path | None,
+    split: str,
+    questions: Sequence[Question],
+    form: str = "text",
 ) -> tuple[list[Question], dict] | None:
     """None when ``questions`` are answered by one head; else ``(pool, fact settings)`` for an
     out-of-fold run: ``pool`` = further questions the heads are fitted on (empty for train /
     train-2061 / all, whose own questions are; a head's ``fitted_qids`` when it was fitted on some
-    of ``questions``). Raises SqaError for ``head`` (a file) given where its answers would be
-    in-sample."""
+    of ``questions``). ``form``: the facts reader's prompt form (``sqa.facts.prompt``), kept in the
+    settings. Raises SqaError for ``head`` (a file) given where its answers would be in-sample."""
     from sqa.facts.reader import head_for
 
     if split in TRAIN_SPLITS:
@@ -125,9 +131,9 @@ def oof_pool(
                 f"--head with --split {split}: these questions are answered out-of-fold by heads fitted on the "
                 "other folds; leave --head out (or evaluate that head on dev or test)"
             )
-        return [], dict(OOF_SETTINGS)
+        return [], {**OOF_SETTINGS, **({"form": form} if form != "text" else {})}
     try:
-        h = head_for(model, "facts" if retrieval else "plain", head)
+        h = head_for(model, "facts" if retrieval else "plain", head, form)
     except SqaError:
         return None  # load_head names the missing head in one line
     fitted = h.provenance.get("fitted_qids")
@@ -153,6 +159,7 @@ def oof_pool(
         "max_words": facts.get("max_words", 40),
         "scorer": facts.get("scorer", "bm25"),
         "step_facts": facts.get("step_facts", 0),
+        **({"form": form} if form != "text" else {}),
     }
 
 

@@ -30,7 +30,8 @@ class EvalOptions:
     refused. ``limit`` (first N questions of the split), ``batch_size`` (questions per
     ``answer_batch`` call), ``preset`` (the name the options were given by) and ``protocol`` (the
     named question set, :mod:`sqa.eval.protocols`) may change between sessions. ``dataset``: for split ``custom``, ``"<file name>:<sha256 of its bytes, 12 hex>"``
-    (``sqa eval --dataset``). ``head``: the answer head's identity (facts reader).
+    (``sqa eval --dataset``). ``head``: the answer head's identity (facts reader); ``prompt_form``:
+    the facts reader's prompt form ("text" | "chat", ``sqa.facts.prompt``).
     Raises SqaError (one line) for an invalid combination.
     """
 
@@ -50,6 +51,7 @@ class EvalOptions:
     preset: str = ""
     protocol: str = ""  # the named question set (sqa.eval.protocols), recorded in run.json; not the identity
     chat_template: str = ""  # "" (the model's own) or check_template_file's "file:<name>:<sha256 12 hex>"
+    prompt_form: str = "text"  # the facts reader's prompt form, "text" | "chat" (sqa.facts.prompt)
 
     IDENTITY = (
         "split",
@@ -64,6 +66,7 @@ class EvalOptions:
         "head",
         "dataset",
         "chat_template",
+        "prompt_form",
     )
 
     def __post_init__(self):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from sqa.facts.sources import AnnotatedFacts, Fact, WikipediaFacts, default_annotated_facts
-from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures, interleave, read_question
+from sqa.facts.prompt import QuestionFeatures, check_form, form_of_version, interleave, prompt_version, read_question
 from sqa.types import ORACLES, Question, SqaError
 
 
@@ -57,10 +57,12 @@ class FactSettings:
     sentence_paragraphs: int | None = None  # None: all k, stored as k (so "all" has one spelling)
     scorer: str = "bm25"  # how facts are ranked: "bm25", or "minilm" (cosine of all-MiniLM-L6-v2 embeddings)
     step_facts: int = 0  # at most this many step sentences first (0: none); see the class doc's last paragraph
+    form: str = "text"  # the prompt form ("text" | "chat", sqa.facts.prompt): recorded as the prompt version
 
     def __post_init__(self) -> None:
         if self.sentence_paragraphs is None:
             object.__setattr__(self, "sentence_paragraphs", self.k)
+        check_form(self.form)
         if self.scorer not in SCORERS:
             raise SqaError(f"unknown fact scorer {self.scorer!r}; use {' or '.join(SCORERS)}")
         if not 0 <= self.step_facts <= self.wiki + self.train:
@@ -76,7 +78,7 @@ class FactSettings:
             **({"scorer": self.scorer} if self.scorer != "bm25" else {}),
             **({"step_facts": self.step_facts} if self.step_facts else {}),
             "order": ("step sentences, then " if self.step_facts else "") + "train/wikipedia interleaved",
-            "prompt": PROMPT_VERSION,
+            "prompt": prompt_version(self.form),
         }
 
     @classmethod
@@ -93,6 +95,7 @@ class FactSettings:
             sentence_paragraphs=d.get("sentence_paragraphs"),
             scorer=d.get("scorer", "bm25"),
             step_facts=d.get("step_facts", 0),
+            form=form_of_version(d.get("prompt")),
         )
 
 
@@ -330,8 +333,10 @@ def question_features(
     q: Question,
     select: Callable[[Question, Sequence[str]], tuple[list[Fact], list]],
     decompose: Callable[[str, str | None], list[str]] | None = None,
+    form: str = "text",
 ) -> QuestionFeatures:
-    """Decompose (when ``decompose`` is given) -> select facts -> read one question.
+    """Decompose (when ``decompose`` is given) -> select facts -> read one question (its prompts in
+    prompt ``form``, ``sqa.facts.prompt.in_form``).
 
     ``select(q, steps) -> (facts, hits)`` (e.g. ``FactSelector.select``); ``decompose(question,
     exclude_qid) -> steps`` (``sqa.steps.decomposer.Decomposer``). The record's ``seconds`` gets
@@ -345,7 +350,12 @@ def question_features(
     facts, hits = select(q, steps)
     t_sel = time.perf_counter() - t
     qf = read_question(
-        model, q, facts, paragraphs=[h.evidence_id for h in hits], paragraph_scores=[float(h.score) for h in hits]
+        model,
+        q,
+        facts,
+        paragraphs=[h.evidence_id for h in hits],
+        paragraph_scores=[float(h.score) for h in hits],
+        form=form,
     )
     qf.seconds["select"] = t_sel
     if decompose is not None:
@@ -376,7 +386,9 @@ def extract(
         for q in questions:
             if q.qid in done:
                 continue
-            qf = question_features(model, q, selector.select, decompose if selector.needs_steps else None)
+            qf = question_features(
+                model, q, selector.select, decompose if selector.needs_steps else None, selector.settings.form
+            )
             rec = qf.to_dict()
             append_record(f, rec)
             done[q.qid] = rec

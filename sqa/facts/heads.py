@@ -104,13 +104,16 @@ def list_heads(stem: str | None = None, kind: str | None = None) -> list[HeadEnt
     return out
 
 
-def choose_head(stem: str, kind: str, train: str) -> HeadEntry:
+def choose_head(stem: str, kind: str, train: str, form: str = "text") -> HeadEntry:
     """The head that answers for model ``stem`` and ``kind``: the one fitted on the most questions
-    among the user's and the shipped heads (a tie: the user's most recently written). Raises
+    among the user's and the shipped heads whose features were read in prompt ``form`` ("text" |
+    "chat", ``sqa.facts.reader.head_form``; a head of the other form never answers). Raises
     HeadNotFound when there is none (``train``: the command that builds one) and SqaError naming
     a damaged user head (deleting it with ``sqa heads rm`` lets the next head answer; nothing is
     skipped silently)."""
-    entries = list_heads(stem, kind)
+    from sqa.facts.reader import head_form
+
+    entries = [e for e in list_heads(stem, kind) if e.head is None or head_form(e.head) == form]
     bad = next((e for e in entries if e.head is None), None)
     if bad is not None:
         others = [e for e in entries if e.head is not None]
@@ -124,7 +127,11 @@ def choose_head(stem: str, kind: str, train: str) -> HeadEntry:
         )
         raise SqaError(f"{bad.problem.split('; re-create it')[0]}; {where}")
     if not entries:
-        raise HeadNotFound(f"no answer head for model {stem}; build its heads with `{train}`")
+        raise HeadNotFound(
+            f"no answer head for model {stem}"
+            + (" for the chat prompt form" if form == "chat" else "")
+            + f"; build its heads with `{train}`"
+        )
 
     def rank(e: HeadEntry):
         return (e.n, not e.shipped, e.path.stat().st_mtime_ns if not e.shipped else 0)
@@ -150,7 +157,9 @@ def save_heads(
                 if not e.shipped and e.path != path:
                     e.path.unlink(missing_ok=True)
         h.save(path)
-        out.append((path, choose_head(stem, kind, "")))
+        from sqa.facts.reader import head_form
+
+        out.append((path, choose_head(stem, kind, "", head_form(h))))
     return out
 
 

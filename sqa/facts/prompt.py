@@ -19,6 +19,17 @@ Layout (plain text, no chat markers, so the static head is one cacheable prefix)
 The "plain" prompt is the same without any facts (instruction and demonstrations without facts
 lines): the no-retrieval reading of the same model.
 
+Prompt form (``PROMPT_FORMS``): "text" (the default) gives the model the text above as it is;
+"chat" gives the same text as the one user turn of a :class:`sqa.types.ChatPrompt`, which the model
+renders in its own chat template with the assistant turn opened (``add_generation_prompt``), as
+lm-evaluation-harness's ``--apply_chat_template`` does. A served model over
+``/v1/chat/completions`` reads every prompt in its chat template, so it reads the chat form
+whatever it is given; an in-process model reads it with ``--apply-chat-template``. The two forms
+are different prompts (the packaged 0.5B: P(yes) 0.66 text vs 0.29 chat on one prompt,
+bench/results/server_chat_vs_completions.json), so the form is part of the prompt version
+(``prompt_version``: "facts-v1" / "facts-v1-chat"), hence of the features store's settings key and
+of an answer head's provenance: a head answers only reads of its own form.
+
 Features of one question (``read_question``): per read-out point, the hidden state (n_embd floats)
 and the log-odds. The trained answer head (``sqa.facts.head``) maps them to P(yes).
 """
@@ -34,9 +45,10 @@ from typing import Sequence
 import numpy as np
 
 from sqa.facts.sources import Fact
-from sqa.types import Question
+from sqa.types import BadInput, ChatPrompt, Prompt, Question
 
-PROMPT_VERSION = "facts-v1"
+PROMPT_VERSION = "facts-v1"  # the text form's version; the chat form's is PROMPT_VERSION + "-chat"
+PROMPT_FORMS = ("text", "chat")
 INSTRUCTION = (
     "Answer each yes/no question with Yes or No. Facts that may help are listed under the question; "
     "some of them may be irrelevant.\n\n"
@@ -108,6 +120,30 @@ def facts_prompts(question: str, facts: Sequence[str]) -> list[str]:
 
 def plain_prompt(question: str) -> str:
     return plain_prefix() + f"Question: {question.strip()}\nAnswer:"
+
+
+def check_form(form: str) -> str:
+    """``form`` if it is one of ``PROMPT_FORMS``; BadInput otherwise."""
+    if form not in PROMPT_FORMS:
+        raise BadInput(f"unknown prompt form {form!r}; use {' or '.join(PROMPT_FORMS)}")
+    return form
+
+
+def prompt_version(form: str = "text") -> str:
+    """The facts reader's prompt version for a prompt form: "facts-v1" (text) or "facts-v1-chat"."""
+    return PROMPT_VERSION if check_form(form) == "text" else f"{PROMPT_VERSION}-chat"
+
+
+def form_of_version(version: str | None) -> str:
+    """The prompt form a recorded prompt version was read in ("chat" for ``...-chat``, else "text";
+    heads and stores from before the chat form record "facts-v1")."""
+    return "chat" if isinstance(version, str) and version.endswith("-chat") else "text"
+
+
+def in_form(text: str, form: str = "text") -> Prompt:
+    """One of the reader's prompts in ``form``: the text itself, or a ``ChatPrompt`` whose one user
+    turn is the text (the model opens the assistant turn; see the module doc)."""
+    return text if check_form(form) == "text" else ChatPrompt((("user", text),))
 
 
 def interleave(first: Sequence[Fact], second: Sequence[Fact]) -> list[Fact]:
@@ -187,9 +223,10 @@ def read_question(
     paragraphs: Sequence[str] = (),
     paragraph_scores: Sequence[float] = (),
     plain: bool = True,
+    form: str = "text",
 ) -> QuestionFeatures:
     """Run the reader over one question: the plain prompt (if ``plain``) and the facts prompt,
-    reading out after each fact line. ``model`` must have ``hidden_states(prompts)`` (llama.cpp and
+    reading out after each fact line, each prompt in ``form`` (``in_form``). ``model`` must have ``hidden_states(prompts)`` (llama.cpp and
     transformers models give states; a served model gives None, and the record then holds log-odds only). Raises whatever the model raises (SqaError for a prompt over the
     context)."""
     text = question.question if isinstance(question, Question) else question
@@ -207,7 +244,7 @@ def read_question(
         prompts.append(("plain", plain_prompt(text)))
     prompts += [(f"f{i}", p) for i, p in enumerate(facts_prompts(text, [f.text for f in facts]), start=1)]
     t = time.perf_counter()
-    for (name, _), (h, lo) in zip(prompts, model.hidden_states([p for _, p in prompts])):
+    for (name, _), (h, lo) in zip(prompts, model.hidden_states([in_form(p, form) for _, p in prompts])):
         if h is not None:  # a served model (sqa.models.openai) gives log-odds only
             qf.states[name] = h
         qf.log_odds[name] = lo

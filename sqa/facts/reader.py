@@ -20,13 +20,14 @@ marked ``calibrated=False``; ``sqa eval --split train --model M`` fits a head, u
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
 from sqa.facts.features import FactSelector, FactSettings, complete_lines, question_features, read_done
-from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
+from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures, form_of_version
 from sqa.facts.head import AnswerHead, feature_vector, scalar_features
 from sqa.trace import ReasoningResult
 from sqa.types import BadInput, LanguageModel, ORACLES, Question, SqaError
@@ -56,8 +57,12 @@ class FactsReader:
       with the same model, prompt and fact settings; questions found there are not read again.
     - ``prefix_cache``: a directory where the model (if it has ``warm_prefixes``: llama.cpp) keeps
       the KV cache of the two fixed prompt heads between processes (``sqa ask``, ``sqa eval``).
-    Raises SqaError when the head needs facts but retrieval is off, or for an unknown oracle
-    (``FactSelector`` checks it).
+    - ``prompt_form``: "text" or "chat" (``sqa.facts.prompt``; default: the head's, else "text");
+      a model served over ``/v1/chat/completions`` reads the chat form whatever is asked
+      (:func:`reader_form`).
+    Raises SqaError when the head needs facts but retrieval is off, for an unknown oracle
+    (``FactSelector`` checks it), and when the head was fitted on reads of another prompt form
+    than the model reads (its answers would be silently wrong).
     """
 
     prefers_batches = False
@@ -74,7 +79,15 @@ class FactsReader:
         backend=None,
         features_cache: str | Path | None = None,
         prefix_cache: str | Path | None = None,
+        prompt_form: str | None = None,
     ):
+        form = reader_form(model, prompt_form or (head_form(head) if head is not None else "text"))
+        if head is not None and head_form(head) != form:
+            raise SqaError(
+                f"{head.shown}: fitted on the facts reader's {head_form(head)}-form reads, but {model.name} reads "
+                f"its prompts in the {form} form ({FORM_WHY[form]}), so its answers would be wrong; "
+                f"{FORM_FIX[form]}"
+            )
         if head is not None and head.spec.uses_facts and retriever is None and oracle is None:
             raise SqaError(
                 "this answer head reads facts, so it needs retrieval; use the no-retrieval head "
@@ -95,7 +108,10 @@ class FactsReader:
                 if head is not None
                 else FactSettings(k=k, **ZERO_SHOT_SETTINGS)
             )
+        if settings.form != form:
+            settings = replace(settings, form=form)
         self.settings = settings
+        self.prompt_form = form
         self.selector = FactSelector(
             retriever if self.reads_facts else None, self.settings, oracle=oracle, backend=backend
         )
@@ -109,7 +125,9 @@ class FactsReader:
         if features_cache:
             check_features_file(features_cache)  # one line naming file, line and field, not a KeyError later
         self._cache = read_done(Path(features_cache)) if features_cache else {}
-        if prefix_cache is not None and model.capabilities.prefix_cache:
+        if prefix_cache is not None and model.capabilities.prefix_cache and form == "text":
+            # the chat form's prompts start with the template's own head: its prefix is cached
+            # from the first question on (longest-common-prefix reuse), not warmed from disk
             from sqa.facts.prompt import facts_prefix, plain_prefix
 
             model.warm_prefixes([plain_prefix()] + ([facts_prefix()] if self.reads_facts else []), prefix_cache)
@@ -128,7 +146,7 @@ class FactsReader:
             qf = QuestionFeatures.from_dict(rec)
             qf.seconds = {"cached": 1.0, **qf.seconds}
             return qf
-        return question_features(self.model, q, self._select, self.decomposer)
+        return question_features(self.model, q, self._select, self.decomposer, self.prompt_form)
 
     def answer_features(self, q: Question, qf: QuestionFeatures) -> ReasoningResult:
         """The answer of one question from its features: the head's P(yes), or zero-shot the
@@ -217,6 +235,42 @@ class FactsReader:
 
     def answer(self, question: str, qid: str | None = None) -> ReasoningResult:
         return self.answer_batch([Question(qid=qid or "", question=question)])[0]
+
+
+FORM_WHY = {
+    "chat": "in its own chat template: served over /v1/chat/completions, or --apply-chat-template",
+    "text": "as plain text",
+}
+FORM_FIX = {
+    "chat": "leave --head out to answer zero-shot, or fit a head for the chat form with `sqa eval --split "
+    "train` and the same --api chat / --apply-chat-template",
+    "text": "pass --apply-chat-template (in-process) or --api chat (served) to read as that head was fitted",
+}
+
+
+def head_form(head: AnswerHead) -> str:
+    """The prompt form a head's features were read in: that of its provenance's prompt version
+    (``sqa.facts.prompt.form_of_version``; heads from before the chat form: "text")."""
+    prov = head.provenance or {}
+    return form_of_version(prov.get("prompt") or (prov.get("facts") or {}).get("prompt"))
+
+
+def reader_form(model, asked: str = "text") -> str:
+    """The prompt form ``model`` reads the facts reader's prompts in: "chat" when it is served over
+    ``/v1/chat/completions`` (the server renders every prompt in its template), else ``asked``.
+    Raises BadInput for the chat form over a server's ``/v1/completions``: sqa would render ChatML
+    there, not the model's own template (use ``--api chat``)."""
+    from sqa.facts.prompt import check_form
+
+    endpoint = model.capabilities.endpoint
+    if endpoint == "chat":
+        return "chat"
+    if check_form(asked) == "chat" and endpoint == "completions":
+        raise BadInput(
+            f"{model.name}: the chat prompt form over /v1/completions would be rendered as ChatML by sqa, "
+            "not in the model's own chat template; use --api chat (the server applies its template)"
+        )
+    return asked
 
 
 def _num(x) -> bool:
@@ -358,18 +412,21 @@ def features_result(
     )
 
 
-def train_command(model_name: str) -> str:
-    """The one command that builds a model's answer heads (issue 35)."""
-    return f"sqa eval --split train --model {model_name}"
+def train_command(model_name: str, form: str = "text") -> str:
+    """The one command that builds a model's answer heads (issue 35), for prompt ``form``."""
+    from sqa.models.registry import is_served
+
+    flag = "" if form == "text" else " --api chat" if is_served(model_name) else " --apply-chat-template"
+    return f"sqa eval --split train --model {model_name}{flag}"
 
 
-def head_for(model_name: str, kind: str, path: str | Path | None = None) -> AnswerHead:
+def head_for(model_name: str, kind: str, path: str | Path | None = None, form: str = "text") -> AnswerHead:
     """The answer head to use: ``path`` if given, else the one fitted on the most questions among
     the user's heads in ``$SQA_HOME/heads`` (written by ``sqa eval --split train``) and the one
-    shipped in the package (``sqa.facts.heads.choose_head``). ``source`` names its file and
-    ``provenance`` the questions it saw. Raises HeadNotFound if there is none, SqaError for a
-    damaged head file or one of another model size
-    (the caller may answer zero-shot on HeadNotFound)."""
+    shipped in the package whose reads were made in prompt ``form`` (``sqa.facts.heads.choose_head``).
+    ``source`` names its file and ``provenance`` the questions it saw. Raises HeadNotFound if there
+    is none, SqaError for a damaged head file, one of another model size, or a ``path`` fitted on
+    the other prompt form (the caller may answer zero-shot on HeadNotFound)."""
     from sqa.facts.heads import choose_head
     from sqa.models.registry import MODELS, model_stem
 
@@ -377,8 +434,13 @@ def head_for(model_name: str, kind: str, path: str | Path | None = None) -> Answ
     if path:
         head = AnswerHead.load(path)
         head.check_size(size, model_name)  # before any model loads
+        if head_form(head) != form:
+            raise SqaError(
+                f"{head.shown}: fitted on the facts reader's {head_form(head)}-form reads, but this run reads "
+                f"the {form} form ({FORM_WHY[form]}), so its answers would be wrong; {FORM_FIX[form]}"
+            )
         return head
-    head = choose_head(model_stem(model_name), kind, train_command(model_name)).head
+    head = choose_head(model_stem(model_name), kind, train_command(model_name, form), form).head
     head.check_size(size, model_name)
     return head
 

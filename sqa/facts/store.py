@@ -21,7 +21,7 @@ from sqa.facts.features import (
     question_features,
     read_done,
 )
-from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures
+from sqa.facts.prompt import QuestionFeatures, prompt_version
 from sqa.models.registry import model_stem
 from sqa.types import Question, SqaError, StoreMismatch
 
@@ -68,9 +68,10 @@ def state_width(rec: dict) -> int | None:
 
 def settings_key(settings: FactSettings) -> str:
     """The folder name of a features directory for ``settings``, e.g. ``facts-v1-k10-top3-w3t2-40w``
-    (``-minilm`` / ``-steps2`` appended when those are on)."""
+    (``-minilm`` / ``-steps2`` appended when those are on; ``facts-v1-chat-...`` for the chat prompt
+    form, so reads of the two forms never share a store)."""
     s = settings
-    key = f"{PROMPT_VERSION}-k{s.k}-top{s.sentence_paragraphs}-w{s.wiki}t{s.train}-{s.max_words}w"
+    key = f"{prompt_version(s.form)}-k{s.k}-top{s.sentence_paragraphs}-w{s.wiki}t{s.train}-{s.max_words}w"
     return key + (f"-{s.scorer}" if s.scorer != "bm25" else "") + (f"-steps{s.step_facts}" if s.step_facts else "")
 
 
@@ -82,7 +83,7 @@ def store_meta(model_name: str, sha: str | None, settings: FactSettings, index: 
         "format": STORE_FORMAT,
         "model": model_name,
         "model_sha256": sha,
-        "prompt": PROMPT_VERSION,
+        "prompt": prompt_version(settings.form),
         "facts": settings.to_dict(),
         "index": {k: v for k, v in (index or {}).items() if k != "built_at"},
     }
@@ -281,7 +282,9 @@ class FeaturesStore:
         for q in questions:
             if question_key(q) in done:
                 continue
-            qf = question_features(model, q, selector.select, decompose if selector.needs_steps else None)
+            qf = question_features(
+                model, q, selector.select, decompose if selector.needs_steps else None, selector.settings.form
+            )
             rec = qf.to_dict()
             self.append(rec)
             done[question_key(q)] = rec

@@ -1,0 +1,134 @@
+"""The facts reader's prompt form (``sqa.facts.prompt``: "text" or "chat"), issue 42.
+
+- A head fitted on text-form reads never answers chat-form reads (served over
+  ``/v1/chat/completions``, or ``--apply-chat-template``), nor the other way round: the head is
+  chosen among the heads of the reader's form, an explicit ``--head`` of the other form is one
+  line, and the features store keys the two forms apart (no model, no server; fast).
+- In-process ``--apply-chat-template`` and a real llama.cpp server (llama-cpp-python[server]
+  0.3.36, the ``llama_server`` fixture of tests/test_server.py) over ``--api chat`` read the same
+  chat-form prompts: the same facts-reader P(yes) within ``TOLERANCE`` (slow, server; the 0.5B,
+  3 dev questions).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import one_error_line, run_sqa, throwaway_home, write_log_odds_head
+from test_server import KEY, MODEL, TOLERANCE, llama_server  # noqa: F401 (llama_server: a fixture)
+
+from sqa.facts.features import FactSettings
+from sqa.facts.head import AnswerHead, FeatureSpec
+from sqa.facts.prompt import in_form, plain_prompt, prompt_version
+from sqa.facts.reader import FactsReader, head_form
+from sqa.facts.store import settings_key
+from sqa.pipeline import load_head
+from sqa.types import ChatPrompt, ModelCapabilities, SqaError
+
+SERVED = "openai:fake-reader"
+
+
+def _head(path, form: str):
+    """A log-odds head for SERVED whose provenance says which prompt form it was fitted on."""
+    AnswerHead(
+        FeatureSpec((), ("plain",), ()),
+        np.asarray([1.0], dtype=np.float32),
+        0.0,
+        SERVED,
+        None,
+        {"prompt": prompt_version(form), "facts": FactSettings(form=form).to_dict(), "train_size": 10},
+    ).save(path)
+    return path
+
+
+class _ChatServed:
+    """A stand-in for a model served over /v1/chat/completions (no requests made here)."""
+
+    name = SERVED
+    hidden_size = None
+    capabilities = ModelCapabilities(endpoint="chat", readout="top_logprobs", chat_template="server")
+
+
+def test_a_text_form_head_never_answers_chat_form_reads(tmp_path, monkeypatch):
+    home = throwaway_home(tmp_path / "home")
+    monkeypatch.setenv("SQA_HOME", str(home))
+    heads = home / "heads"
+    heads.mkdir()
+    text = _head(heads / "openai:fake-reader.plain.facts-v1-k10-top3-w3t2-40w.n10-00000000.json", "text")
+    assert head_form(AnswerHead.load(text)) == "text"
+    assert head_form(AnswerHead.load(write_log_odds_head(tmp_path / "old.json"))) == "text"  # no prompt recorded
+    # chosen by form: the text head answers text reads; chat reads have no head (zero-shot)
+    h, ident = load_head(SERVED, False, None, form="text")
+    assert h is not None and h.source == str(text)
+    assert load_head(SERVED, False, None, form="chat") == (None, "zero-shot:plain")
+    # a reader whose model reads the chat form refuses the text head, whatever form was asked
+    with pytest.raises(SqaError, match="text-form reads.*chat form"):
+        FactsReader(_ChatServed(), h, None)
+    # a chat-form head answers chat reads only, and is what the reader of a served chat model reads with
+    chat = _head(heads / "openai:fake-reader.plain.facts-v1-chat-k10-top3-w3t2-40w.n10-11111111.json", "chat")
+    h2, _ = load_head(SERVED, False, None, form="chat")
+    assert h2.source == str(chat) and load_head(SERVED, False, None, form="text")[0].source == str(text)
+    r = FactsReader(_ChatServed(), h2, None)
+    assert r.prompt_form == "chat" and r.settings.form == "chat"
+    # the two forms never share a features store, and a chat read is one user turn
+    assert settings_key(FactSettings(form="chat")).startswith("facts-v1-chat-")
+    assert settings_key(FactSettings()).startswith("facts-v1-k")
+    p = plain_prompt("Is the sun a star?")
+    assert in_form(p, "text") == p and in_form(p, "chat") == ChatPrompt((("user", p),))
+
+
+def test_a_head_of_the_other_form_is_one_line_before_anything_loads(tmp_path):
+    """``--head`` of the text form with ``--api chat`` (nothing listens at the URL: the refusal comes
+    before the model loads), and a chat-form head without the chat form."""
+    env = {"SQA_HOME": str(throwaway_home(tmp_path / "home")), "OPENAI_API_KEY": KEY}
+    text, chat = _head(tmp_path / "text.json", "text"), _head(tmp_path / "chat.json", "chat")
+    base = ["eval", "--no-retrieval", "--split", "dev", "--limit", "1", "--out", tmp_path / "run"]
+    served = ["--model", SERVED, "--base-url", "http://127.0.0.1:9/v1"]
+    line = one_error_line(run_sqa([*base, *served, "--api", "chat", "--head", text], env=env))
+    assert "text-form reads" in line and "chat form" in line
+    line = one_error_line(run_sqa([*base, *served, "--api", "completions", "--head", chat], env=env))
+    assert "chat-form reads" in line and "--api chat" in line
+    line = one_error_line(run_sqa([*base, *served, "--api", "completions", "--apply-chat-template"], env=env))
+    assert "--api chat" in line
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_apply_chat_template_in_process_reads_what_the_server_reads_over_chat(llama_server, gold_index, tmp_path):  # noqa: F811
+    """The facts reader, zero-shot (no head of the chat form), on 3 dev questions: in-process with
+    ``--apply-chat-template`` and served with ``--api chat`` give the same answers and P(yes) within
+    TOLERANCE; both runs record the chat prompt form."""
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
+    env = {"SQA_HOME": str(throwaway_home(tmp_path / "home")), "OPENAI_API_KEY": KEY, "SQA_OPENAI_TIMEOUT": "600"}
+    base = ["eval", "--split", "dev", "--limit", "3", "--index-dir", gold_index.index_dir]
+    local = run_sqa([*base, "--model", MODEL, "--apply-chat-template", "--out", tmp_path / "local"], env=env)
+    served = run_sqa(
+        [
+            *base,
+            "--model",
+            f"openai:{MODEL}",
+            "--base-url",
+            llama_server,
+            "--api",
+            "chat",
+            "--out",
+            tmp_path / "served",
+        ],
+        env=env,
+        timeout=900,
+    )
+    assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
+
+    def traces(d):
+        return {json.loads(x)["qid"]: json.loads(x) for x in (d / "traces.jsonl").read_text().splitlines()}
+
+    a, b = traces(tmp_path / "local"), traces(tmp_path / "served")
+    assert len(a) == len(b) == 3 and set(a) == set(b)
+    for q in a:
+        assert a[q]["answer"] == b[q]["answer"] and abs(a[q]["p_yes"] - b[q]["p_yes"]) <= TOLERANCE, (a[q], b[q])
+        assert a[q]["decision"] == b[q]["decision"] == "zero-shot:facts"
+    for d in ("local", "served"):
+        run = json.loads((tmp_path / d / "run.json").read_text())
+        assert run["options"]["prompt_form"] == "chat" and run["answering"] == "zero-shot"
