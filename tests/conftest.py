@@ -4,6 +4,13 @@ Every skipped test is counted and listed with its reason at the end of the run (
 needs a missing package or server must say so, never pass silently). In CI (``CI=true``) or with
 ``SQA_NO_SKIP=1`` a skip fails the run: CI installs everything (noida-db for the Elasticsearch
 tests, the GGUF models, torch), so a skip there means a test did not run that must.
+
+No test writes into the user's ``$SQA_HOME`` (``~/.cache/sqa`` by default): the whole session runs
+with ``$SQA_HOME`` at a temporary folder (so session- and module-scoped fixtures write there too),
+and each test gets a fresh one of its own (``throwaway_home``: the real ``index`` and ``models``
+linked in, so the mini index and the assembled GGUF files are shared, never rebuilt). Features,
+heads, prefix and response caches, corpus downloads and runs written under ``$SQA_HOME`` go away
+with the test's temporary folder.
 """
 
 from __future__ import annotations
@@ -12,6 +19,39 @@ import os
 import signal
 
 import pytest
+
+from helpers import throwaway_home  # imported first: helpers.REAL_HOME is read before $SQA_HOME moves
+
+
+def pytest_configure(config):
+    """Point ``$SQA_HOME`` at a throw-away folder for the whole session, before any fixture runs
+    (the per-test ``_throwaway_sqa_home`` then gives each test its own)."""
+    import tempfile
+
+    session_home = tempfile.mkdtemp(prefix="sqa-test-home-")
+    config._sqa_home_before = os.environ.get("SQA_HOME")
+    os.environ["SQA_HOME"] = str(throwaway_home(session_home))
+    config._sqa_session_home = session_home
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    home = getattr(config, "_sqa_session_home", None)
+    if home:
+        shutil.rmtree(home, ignore_errors=True)  # the links themselves and what tests wrote; never REAL_HOME
+        if config._sqa_home_before is None:
+            os.environ.pop("SQA_HOME", None)
+        else:
+            os.environ["SQA_HOME"] = config._sqa_home_before
+
+
+@pytest.fixture(autouse=True)
+def _throwaway_sqa_home(tmp_path_factory, monkeypatch):
+    """Every test runs with a fresh ``$SQA_HOME`` of its own (the real index and models linked in;
+    in ``helpers.REAL_HOME`` at most a missing ``models`` folder is made): nothing one test writes there (features, heads, caches)
+    is seen by another test or left in the user's home. A test may still set its own."""
+    monkeypatch.setenv("SQA_HOME", str(throwaway_home(tmp_path_factory.mktemp("sqa_home"))))
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ import time
 from sqa.eval.metrics import annotator_evidence
 from sqa.models.base import ModelBase
 from sqa.models.chat import as_chatml_text
+from sqa.paths import sqa_home
 from sqa.strategyqa import DISTRACTORS_FILE
 from sqa.trace import ReasoningResult, StepTrace
 
@@ -243,19 +244,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The user's $SQA_HOME as it was when the test run started (tests/conftest.py imports this module
+# first, then points $SQA_HOME at a throw-away folder): the mini index and the assembled GGUF models.
+REAL_HOME = sqa_home()
+
+
 def throwaway_home(path) -> "os.PathLike":
     """A fresh ``$SQA_HOME`` at ``path`` with the real one's ``index`` and ``models`` linked in (so
-    nothing a test writes, such as a served model's response cache, lands in the user's home)."""
+    nothing a test writes, such as features, heads or a served model's response cache, lands in
+    the user's home, while the mini index and the assembled models are shared). ``models`` is
+    created in the real home if missing (as the first model load would), so a model is assembled
+    once per machine, not once per test; ``index`` is linked only where it has been built."""
     from pathlib import Path
-
-    from sqa.paths import sqa_home
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    real = sqa_home()
+    (REAL_HOME / "models").mkdir(parents=True, exist_ok=True)
     for name in ("index", "models"):
-        if (real / name).exists() and not (path / name).exists():
-            (path / name).symlink_to(real / name, target_is_directory=True)
+        if (REAL_HOME / name).exists() and not (path / name).exists():
+            (path / name).symlink_to(REAL_HOME / name, target_is_directory=True)
     return path
 
 
