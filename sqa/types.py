@@ -121,6 +121,17 @@ class Hit:
         """The paragraph's text."""
         return self.paragraph.text
 
+    def to_dict(self) -> dict:
+        """``{evidence_id, score, title, section, text}`` (what ``sqa search --json`` prints a hit as)."""
+        p = self.paragraph
+        return {
+            "evidence_id": p.evidence_id,
+            "score": self.score,
+            "title": p.title,
+            "section": p.section,
+            "text": p.text,
+        }
+
 
 @runtime_checkable
 class SearchBackend(Protocol):

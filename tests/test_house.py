@@ -38,6 +38,7 @@ STAGES = [
     ("sqa.eval", 6),
     ("sqa.pipeline", 9),
     ("sqa.api", 9),
+    ("sqa.render", 9),
     ("sqa.cli", 9),
 ]
 # wiring (opening an index, choosing a backend implementation) belongs to the composition only

@@ -38,10 +38,10 @@ from sqa.cli.common import (
     IndexDirOpt,
     PresetOpt,
     choose_preset,
-    metrics_table,
     served_options,
 )
 from sqa.cli.eval_retrieval import eval_retrieval_command
+from sqa.render.tables import metrics_table
 from sqa.types import SqaError
 
 eval_app = typer.Typer(

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from sqa.cli.common import metrics_table
+from sqa.render.tables import metrics_table
 from sqa.eval.oof import OofProgress
 
 

@@ -49,7 +49,7 @@ def eval_presets(params: dict) -> None:
     options on the same questions, then print the comparison. Raises SqaError (one line) for an
     unknown or repeated preset, and for options that pick one reader (--reader, --retrieval,
     --oracle, --head, --decomposition)."""
-    from sqa.cli.compare import print_comparison
+    from sqa.render.tables import print_comparison
     from sqa.cli.eval import eval_one
     from sqa.eval.compare import compare_runs
 

@@ -1,0 +1,126 @@
+"""``sqa ask``'s work as a library call: one question through a :class:`sqa.Reader`, with what a
+terminal (:func:`sqa.render.answers.answer_tree`) or ``--json`` (:meth:`Asked.to_json`) shows.
+
+>>> asked = ask_question(sqa.Reader("facts", index=index), "Did Aristotle use a laptop?")
+>>> asked.result.answer, asked.to_json()["confidence"]
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sqa.types import MAX_K, Question, SqaError
+
+
+def check_ask(question: str, k: int, reader: str, decomposition, steps: bool, head) -> None:
+    """Raise SqaError (one line) for what ``sqa ask`` cannot do: an empty question, top-k outside
+    1..MAX_K, an unknown ``decomposition``, or a flag the chosen ``reader`` ("facts" | "steps")
+    would ignore (``decomposition`` with the facts reader, which reads none; ``steps`` or ``head``
+    with the steps reader, which always decomposes and has no head)."""
+    if not question.strip():
+        raise SqaError('empty question; pass the question text, e.g. sqa ask "Is the sun a star?"')
+    if not 1 <= k <= MAX_K:
+        raise SqaError(f"--k must be from 1 to {MAX_K:,} (got {k})")
+    if decomposition not in (None, "predicted", "question"):
+        raise SqaError(f"--decomposition {decomposition!r}: use predicted or question")
+    if reader == "facts" and decomposition is not None:
+        raise SqaError(
+            "--decomposition goes with the steps reader (--reader steps); the facts reader reads no "
+            "decomposition (--steps shows one next to its answer)"
+        )
+    if reader == "steps" and steps:
+        raise SqaError("--steps goes with the facts reader; the steps reader always decomposes")
+    if reader == "steps" and head is not None:
+        raise SqaError("--head goes with the facts reader; the steps reader has no answer head")
+
+
+@dataclass
+class Asked:
+    """One asked question: ``result`` (``sqa.trace.ReasoningResult``), ``model`` (the name given),
+    ``served`` (the ``ServedOptions`` given, or None), ``head`` (the facts reader's answer head,
+    None when zero-shot or the steps reader), ``step_facts`` (per decomposition step, the facts
+    ``--steps`` shows), ``demos_by`` (how the decomposer's demonstrations were picked),
+    ``paragraphs`` (evidence ID -> ``sqa.types.Paragraph`` of the evidence the steps reader shows),
+    ``server`` (``sqa.api.reader.served_details``: {} for an in-process model)."""
+
+    result: Any
+    model: str
+    served: Any = None
+    head: Any = None
+    step_facts: list = field(default_factory=list)
+    demos_by: str = ""
+    paragraphs: dict = field(default_factory=dict)
+    server: dict = field(default_factory=dict)
+    lm: Any = None  # the loaded model (its read-out statistics: sqa.render.tables.served_notes)
+    facts_reader: bool = True  # the facts reader answered (else the steps reader)
+
+    def to_json(self) -> dict:
+        """The ``sqa ask --json`` object: ``ReasoningResult.to_ask_json()`` ({"question",
+        "decomposition": [{"step", "answer", "evidence", "facts"?}], "answer", "confidence",
+        "paragraphs", ...}), the served model's details and, when a head answered, ``head_fitted_on``."""
+        obj = {**self.result.to_ask_json(), **self.server}
+        if self.facts_reader and self.result.head:  # which head answered and how many questions it saw
+            from sqa.facts.heads import fitted_count
+
+            obj["head_fitted_on"] = fitted_count(self.head)
+        for d, facts in zip(obj["decomposition"], self.step_facts):
+            d["facts"] = [f.to_dict() for f in facts]
+        return obj
+
+    def json_text(self) -> str:
+        """:meth:`to_json` as JSON text any parser reads; a NaN or infinity (which ``json.dumps``
+        would print as the invalid ``NaN``) raises SqaError naming the model instead."""
+        try:
+            return json.dumps(self.to_json(), ensure_ascii=False, indent=1, allow_nan=False)
+        except ValueError:
+            raise SqaError(
+                f"model {self.model}: the answer holds a value that is not a number (NaN/inf), so no JSON is printed; "
+                "the model file is likely damaged (a built-in model is re-checked and re-assembled on the next "
+                "run; delete a .gguf of your own and download it again)"
+            ) from None
+
+
+def ask_question(
+    reader,
+    question: str,
+    *,
+    decomposition: str | None = None,
+    steps: bool = False,
+    status: Callable[[str], Any] | None = None,
+    note: Callable[[str], None] = lambda line: None,
+) -> Asked:
+    """Answer ``question`` with ``reader`` (an :class:`sqa.Reader`) -> :class:`Asked`. The facts
+    reader checks its head before the model loads (:meth:`sqa.Reader.preflight`) and, with
+    ``steps``, also writes the decomposition and each step's best sentence (shown only,
+    ``sqa.api.reader.steps_for_display``); the steps reader decomposes (``decomposition``:
+    "predicted", its default, or "question"). ``status(message)``: a context manager shown while a
+    phase runs (a spinner); ``note(line)``: what is worth a line. Raises what loading raises."""
+    from sqa.api.reader import served_details, steps_for_display
+
+    status = status or (lambda message: nullcontext())
+    facts = reader.preset.reader == "facts"
+    head = reader.preflight() if facts else None
+    with status(f"loading {reader.model} and the index…"):
+        pipe = reader.pipeline
+    t = time.perf_counter()
+    q = Question(qid="", question=question)
+    with status("reading…" if facts else "reasoning…"):
+        result = pipe.reader.answer_batch([q], decomposition="question" if facts else decomposition or "predicted")[0]
+    asked = Asked(result, reader.model, reader.base_url, head, facts_reader=facts)
+    if facts and steps and not result.steps:  # a head that reads step facts has written them already
+        t_steps = time.perf_counter()
+        asked.step_facts, asked.demos_by = steps_for_display(pipe.reader, question, result, reader.k, status, note)
+        result.timings["steps"] = round(time.perf_counter() - t_steps, 3)
+    if facts:
+        result.timings["total"] = round(time.perf_counter() - t, 3)
+    result.qid = None
+    asked.server = served_details(pipe.model)
+    asked.lm = pipe.model
+    ids = [s.evidence[0] for s in result.steps if s.evidence] + result.paragraphs[:1]
+    if not facts and pipe.backend is not None and ids:
+        asked.paragraphs = {p.evidence_id: p for p in pipe.backend.get(list(dict.fromkeys(ids)))}
+    return asked

@@ -1,0 +1,116 @@
+"""Rich tables of sqa's results: metrics (``sqa eval``, ``sqa eval score``), search hits, Recall@10
+of the retrieval evaluation, a comparison of runs, the answer heads; and the served model's
+read-out notes as lines."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from sqa.render.answers import snippet
+
+
+def metrics_table(metrics: dict, title: str) -> Table:
+    """A table of the headline numbers of a ``metrics.json`` / score result (name -> value)."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in metrics.items():
+        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
+    return table
+
+
+def served_notes(model) -> list[str]:
+    """What a served model's yes/no read-outs (``model.readout_stats``, ``sqa.models.openai``) are
+    worth a line for: read-outs with neither Yes nor No among the top logprobs (a ``warning:``),
+    read-outs by generation (a ``note:``); [] for an in-process model."""
+    stats, lines = model.readout_stats, []
+    if stats and stats.get("missing"):
+        lines.append(
+            f"warning: {stats['missing']} of {stats['readouts']} yes/no read-outs had neither Yes nor No among "
+            f"the server's top {model.capabilities.top_logprobs} logprobs (or no usable value) and were read as 0.5"
+        )
+    if stats and stats.get("generation"):
+        lines.append(
+            f"note: {stats['generation']} of {stats['readouts']} yes/no read-outs were read by generation (the "
+            "server gives no logprobs): P(yes) is 1 or 0 there; docs/served.md"
+        )
+    return lines
+
+
+def hits_table(hits, title: str) -> Table:
+    """A table of search hits (``sqa.types.Hit``): rank, BM25 score, evidence ID, title / section, snippet."""
+    table = Table(title=title, show_lines=True)
+    for name, justify in (("rank", "right"), ("score", "right"), ("evidence ID", "left")):
+        table.add_column(name, justify=justify, style="bold cyan" if name == "evidence ID" else None)
+    table.add_column("title / section")
+    table.add_column("snippet")
+    for h in hits:
+        p = h.paragraph
+        section = p.title + (f" / {p.section}" if p.section else "")
+        table.add_row(str(h.rank), f"{h.score:.2f}", p.evidence_id, section, snippet(p.text))
+    return table
+
+
+def retrieval_table(res: dict, split: str, decomposition: str) -> Table:
+    """Recall@10 and milliseconds per question of each method of ``sqa.api.retrieval.run_retrieval_eval``'s result."""
+    table = Table(
+        title=f"Recall@10 on {split} ({res['count']} questions, decomposition: {decomposition}, "
+        f"{res['paragraphs']:,} paragraphs)"
+    )
+    table.add_column("method")
+    table.add_column("Recall@10", justify="right")
+    table.add_column("ms / question", justify="right")
+    for name, m in res["methods"].items():
+        table.add_row(name, f"{m['Recall@10']:.4f}", f"{1000 * m['seconds'] / res['count']:.1f}")
+    return table
+
+
+def _pct(x: float | None, signed: bool = False) -> str:
+    return "–" if x is None else (f"{x:+.3f}" if signed else f"{x:.3f}")
+
+
+def _interval(iv) -> str:
+    if not iv:
+        return "–"
+    return f"[{iv[0]:+.3f}, {iv[1]:+.3f}]" if min(iv) < 0 else f"[{iv[0]:.3f}, {iv[1]:.3f}]"
+
+
+def print_comparison(comparison, console: Console | None = None) -> None:
+    """Print a :class:`sqa.eval.compare.Comparison`: a table of the runs, then one paragraph per pair."""
+    console = console or Console()
+    n = len(comparison.qids)
+    runs = Table(title=f"sqa compare: {n} shared labelled questions")
+    runs.add_column("run", no_wrap=True)
+    runs.add_column("preset, split")
+    runs.add_column("Accuracy (95 % interval)", justify="right")
+    if any(r.recall is not None for r in comparison.runs):
+        runs.add_column("Recall@10", justify="right")
+    runs.add_column("left out", justify="right")
+    for r in comparison.runs:
+        cells = [r.name, r.label, f"{r.accuracy:.3f} {_interval(r.interval95)} {r.correct}/{n}"]
+        if len(runs.columns) == 5:
+            cells.append(_pct(r.recall))
+        runs.add_row(*cells, str(r.left_out))
+    console.print(runs)
+    console.print(
+        f"Paired differences A - B: 95 % paired-bootstrap interval ({comparison.resamples:,} resamples, "
+        f"seed {comparison.seed}); McNemar's exact test on the questions only one run got right."
+    )
+    for p in comparison.pairs:
+        console.print(
+            f"[bold]A {p.a}[/bold] vs [bold]B {p.b}[/bold] ({p.n} questions): Accuracy "
+            f"{p.accuracy_a:.3f} vs {p.accuracy_b:.3f}, difference {_pct(p.difference, True)} "
+            f"{_interval(p.interval95)}, McNemar p = {p.mcnemar_p:.4f}; only A right {p.only_a}, "
+            f"only B right {p.only_b}, both right {p.both_right}, both wrong {p.both_wrong}",
+            highlight=False,
+        )
+        if p.recall:
+            r = p.recall
+            w = "–" if r["wilcoxon_p"] is None else f"{r['wilcoxon_p']:.4f}"
+            console.print(
+                f"  Recall@10 {r['a']:.3f} vs {r['b']:.3f}, difference {_pct(r['difference'], True)} "
+                f"{_interval(r['interval95'])}, Wilcoxon p = {w}; higher in A {r['higher_a']}, "
+                f"higher in B {r['higher_b']}",
+                highlight=False,
+            )
