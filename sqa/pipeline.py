@@ -183,6 +183,7 @@ def build_reader(
     base_url: str | None = None,
     chat_template: str | Path | None = None,
     prompt_form: str = "text",
+    zero_shot: bool = False,
 ) -> Pipeline:
     """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
     fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
@@ -194,8 +195,10 @@ def build_reader(
     the server of a served model (``openai:NAME``). ``chat_template``: a Jinja file rendering the
     model's ``ChatPrompt`` s instead of its own template (``--chat-template``). ``prompt_form``: the
     facts reader's prompt form ("text" | "chat", ``sqa.facts.prompt``; a model served over chat reads
-    "chat" whatever is asked). Raises SqaError for a missing index, model or head, for a head that
-    reads hidden states with a served model (which gives none), and for a head of another prompt form."""
+    "chat" whatever is asked). ``zero_shot``: the facts reader answers with the model's own P(yes)
+    even when the model has a head (a train cut too small to cross-fit, ``sqa.api.evaluate``).
+    Raises SqaError for a missing index, model or head, for a head that reads hidden states with a
+    served model (which gives none), and for a head of another prompt form."""
     from sqa.models.registry import load_model, model_stem
     from sqa.paths import default_index_dir
 
@@ -210,7 +213,7 @@ def build_reader(
             from sqa.facts.training import model_sha256
 
             name = model if isinstance(model, str) else model.name
-            if head is None:
+            if head is None and not zero_shot:
                 head, _ = load_head(name, preset.retrieval, preset.oracle, form=prompt_form)
             check_head_states(head, name if isinstance(model, str) else model)
             lm = load_model(model, **model_kw) if isinstance(model, str) else model
@@ -260,10 +263,12 @@ def reader_factory(
     base_url: str | None = None,
     chat_template: str | Path | None = None,
     prompt_form: str = "text",
+    zero_shot: bool = False,
 ) -> Callable:
     """``pool -> reader`` for ``sqa.eval.runner.run_eval``: builds the reader once (the model loads
     once); the steps reader then switches its few-shot pool per cross-fitting fold, the facts
-    reader's demonstrations are fixed so the pool does not change it."""
+    reader's demonstrations are fixed so the pool does not change it. ``zero_shot``: as
+    :func:`build_reader`'s."""
     state: dict = {}
 
     def reader_for(pool):
@@ -280,6 +285,7 @@ def reader_factory(
                 base_url=base_url,
                 chat_template=chat_template,
                 prompt_form=prompt_form,
+                zero_shot=zero_shot,
                 fewshot_pool=pool.questions if pool is not None else None,
             )
             return p.reader

@@ -109,3 +109,69 @@ def test_a_train_protocol_is_answered_out_of_fold_and_recorded(tmp_path, gold_in
     assert m["question_set"]["protocol"] == "train-first-500" and m["question_set"]["cut_to"] == 12
     assert m["protocol"] == "out-of-fold, 5 term-grouped folds"  # answered as --split train is
     assert "Question set: **train-first-500**" in (out / "report.md").read_text()
+
+
+def _stand_in_eval(tmp_path, gold_index, *args):
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            STAND_IN,
+            "eval",
+            *args,
+            "--model",
+            "fake-states",
+            "--index-dir",
+            str(gold_index.index_dir),
+        ],
+        env={**__import__("os").environ, "SQA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_a_train_cut_too_small_to_cross_fit_is_answered_zero_shot_with_its_demonstrations_marked(tmp_path, gold_index):
+    """Done-when of issue 40: ``--protocol train-first-500 --limit 5`` evaluates the first 5 train
+    questions. 4 of them are the facts reader's demonstrations, so no out-of-fold head can be
+    fitted: the cut is answered zero-shot (the model's own P(yes), uncalibrated), said in the
+    notice, run.json, metrics.json, report.md and report.html, and the 4 demonstrations (answer in
+    the prompt) are marked and counted, with the accuracy without them."""
+    from sqa.facts.prompt import demo_qids
+
+    out = tmp_path / "run"
+    r = _stand_in_eval(tmp_path, gold_index, "--protocol", "train-first-500", "--limit", "5", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    first5 = [q.qid for q in load_questions("train")[:5]]
+    demos = [q for q in first5 if q in demo_qids()]
+    assert len(demos) == 4
+    assert "answered zero-shot, with the model's own P(yes), uncalibrated" in r.stderr, r.stderr
+    assert "4 of them are the prompt's demonstrations" in r.stderr and "the first 10 of train are enough" in r.stderr
+    run = json.loads((out / "run.json").read_text())
+    assert run["protocol"] == "train-first-500" and run["answering"] == "zero-shot"
+    assert "too few questions to cross-fit" in run["answering_note"]
+    assert list(json.loads((out / "predictions.json").read_text())) == first5
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["answering"] == "zero-shot" and m["calibrated"] is False and m["n"] == 5
+    assert m["answering_note"] == run["answering_note"]
+    assert m["demonstrations"]["n"] == 4 and m["demonstrations"]["qids"] == demos
+    traces = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]
+    assert [t["qid"] for t in traces if t["eval"]["demonstration"]] == demos
+    assert all(t["decision"].startswith("zero-shot:") for t in traces)
+    rest = [t for t in traces if not t["eval"]["demonstration"]]
+    w = m["demonstrations"]["without_demonstrations"]
+    assert w["n"] == 1 and w["Accuracy"] == float(rest[0]["eval"]["correct"])
+    md = (out / "report.md").read_text()
+    assert "Answering: **zero-shot**" in md and "too few questions to cross-fit" in md
+    assert "Demonstrations: **4** of the questions" in md
+    html = (out / "report.html").read_text()
+    assert html.count("demonstration: its answer is in the facts reader's prompt (leaked)") == 4
+    assert "Accuracy without demonstrations" in html
+
+    # required out-of-fold, the same cut is refused in one line naming a cut that can be cross-fitted
+    r = _stand_in_eval(
+        tmp_path, gold_index, "--protocol", "train-first-500", "--limit", "5", "--answering", "out-of-fold",
+        "--out", str(tmp_path / "oof"),
+    )  # fmt: skip
+    assert r.returncode == 2 and "--limit 10 or more" in one_error_line(r), r.stderr

@@ -133,6 +133,8 @@ def test_too_few_questions_to_cross_fit_are_refused_before_reading(tmp_path, gol
         "train",
         "--limit",
         "5",
+        "--answering",
+        "out-of-fold",  # without it the cut is answered zero-shot (test_protocols.py)
         "--model",
         "fake-states",
         "--index-dir",

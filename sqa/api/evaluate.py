@@ -88,7 +88,10 @@ def evaluate(
     the facts reader, train / train-2061 / all, and questions the model's head was fitted on, are
     answered out-of-fold (:func:`sqa.api.out_of_fold.run_out_of_fold`; the final heads are written
     to ``$SQA_HOME/heads``, ``replace_heads`` removing the model's other heads of that kind), other
-    questions by the held-out head, or zero-shot when the model has none. ``answering``: "auto"
+    questions by the held-out head, or zero-shot when the model has none; a train cut too small
+    to cross-fit (e.g. ``--protocol train-first-500 --limit 5``: 4 of the first 5 train questions
+    are the prompt's demonstrations) is answered zero-shot, as every head there would be in-sample
+    (:func:`sqa.eval.protocols.zero_shot_cut_note`). ``answering``: "auto"
     (that choice), or "head" / "out-of-fold" to require one (BadInput when the questions cannot be
     answered so: a head on the questions it was fitted on, or out-of-fold without labelled
     questions a head is fitted on). Resumable: the same
@@ -97,7 +100,7 @@ def evaluate(
 
     ``progress`` gets ``sqa.eval.runner.EvalProgress`` (done, total, correct, scored, cost) at the
     start and after each question, or ``sqa.eval.oof.OofProgress`` events for an out-of-fold run;
-    ``on_note(line)``: which answer head answers. ``features_cache``: a features file whose
+    ``on_note(line)``: which answer head answers, or why a cut is answered zero-shot. ``features_cache``: a features file whose
     questions are not read again (facts reader, one head). Raises :class:`sqa.types.BadInput` for
     bad options, SqaError (the subclass that applies) for a folder holding another run, a missing
     index, model or head."""
@@ -129,6 +132,12 @@ def evaluate(
         from sqa.eval.oof import oof_pool
 
         pool = oof_pool(model, preset.retrieval, reader.head, qs.split, qs.questions, reader.prompt_form)
+    zero_shot_cut = None  # why a train cut is answered zero-shot: too few questions to cross-fit
+    if pool is not None and not pool[0] and answering == "auto":
+        from sqa.eval.protocols import zero_shot_cut_note
+
+        zero_shot_cut = zero_shot_cut_note(qs.questions, qs.split, folds, model, preset.retrieval, reader.prompt_form)
+        pool = None if zero_shot_cut else pool
     if answering == "head" and pool is not None:
         raise BadInput(
             f"--answering head: the {qs.split} questions are answered out-of-fold (a train split, or "
@@ -178,7 +187,12 @@ def evaluate(
             progress,
         )
     head_obj = head_id = None
-    if preset.reader == "facts":
+    if zero_shot_cut:
+        from sqa.pipeline import zero_shot_identity
+
+        head_id = zero_shot_identity("facts" if preset.retrieval else "plain")
+        on_note(zero_shot_cut)
+    elif preset.reader == "facts":
         head_obj, head_id = load_head(
             model, preset.retrieval, preset.oracle, reader.head, qs.split, qs.given, reader.prompt_form
         )
@@ -208,6 +222,10 @@ def evaluate(
     out_dir = Path(out) if out else default_run_dir(qs.stem, tag, model)
     info = index_info(reader.index_dir, reader.backend) if (preset.retrieval or preset.oracle) else None
     record = {}
+    if zero_shot_cut:  # run.json says why a train cut is answered zero-shot (issue 40)
+        from sqa.eval.protocols import ZERO_SHOT_CUT
+
+        record["answering_note"] = ZERO_SHOT_CUT
     if head_obj is not None:  # which head answers, and how many questions it saw (issue 41 items 1 and 8)
         from sqa.facts.heads import fitted_count
 
@@ -218,7 +236,7 @@ def evaluate(
     summary = run_eval(
         options,
         out_dir,
-        _reader_for(reader, head_obj, features_cache),
+        _reader_for(reader, head_obj, features_cache, zero_shot=bool(zero_shot_cut)),
         questions=qs.questions,
         index_info=info,
         on_progress=progress,
@@ -226,16 +244,17 @@ def evaluate(
     return Run.from_summary(summary)
 
 
-def _reader_for(reader: "Reader", head, features_cache) -> Callable:
+def _reader_for(reader: "Reader", head, features_cache, zero_shot: bool = False) -> Callable:
     """``pool -> reader`` for ``sqa.eval.runner.run_eval``: the Reader's own pipeline when it is
     loaded already (no second model load), else one built on the first question that needs
-    answering (``sqa.pipeline.reader_factory``, with ``head`` and ``features_cache``)."""
+    answering (``sqa.pipeline.reader_factory``, with ``head`` and ``features_cache``; ``zero_shot``:
+    the facts reader without its head, over the Reader's model when loaded)."""
     from sqa.pipeline import reader_factory
 
-    if not reader.loaded or features_cache is not None:
+    if not reader.loaded or features_cache is not None or zero_shot:
         return reader_factory(
             reader.preset,
-            reader.given_model,
+            reader.pipeline.model if reader.loaded else reader.given_model,
             reader.index_dir,
             reader.backend,
             reader.k,
@@ -244,6 +263,7 @@ def _reader_for(reader: "Reader", head, features_cache) -> Callable:
             base_url=reader.base_url,
             chat_template=reader.chat_template,
             prompt_form=reader.prompt_form,
+            zero_shot=zero_shot,
         )
 
     def reader_for(pool):

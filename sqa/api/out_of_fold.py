@@ -140,13 +140,9 @@ def check_enough(options: OofOptions) -> None:
         return
     hint, split, folds = "use more questions", options.split, options.folds
     if split in TRAIN_SPLITS:
-        from sqa.eval.runner import select_questions
+        from sqa.eval.protocols import first_enough
 
-        everything = select_questions(split, None)
-        need = next(
-            (n for n in range(folds, len(everything) + 1) if crossfit_shortfall(everything[:n], folds, demos) is None),
-            None,
-        )
+        need = first_enough(split, folds)
         if need is not None:
             hint = f"--limit {need} or more (the first {need} questions of {split} do)"
     limit = f" --limit {options.limit}" if options.limit else ""

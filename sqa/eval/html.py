@@ -76,6 +76,7 @@ def _cell(rec: dict, q: Question | None, has_recall: bool) -> dict:
         "steps": steps,
         "decision": rec.get("decision", ""),
         "head": rec.get("head", ""),
+        "demonstration": bool((rec.get("eval") or {}).get("demonstration")),
     }
 
 
@@ -141,6 +142,7 @@ def _rows(views: Sequence[RunView], order: Sequence[str], questions: dict[str, Q
                 "correct": labelled and all(corr),
                 "incorrect": wrong,
                 "disagreeing": disagree,
+                "demonstration": any(c["demonstration"] for c in cells),
                 "sort": (rank, -conf, i),
             }
         )
@@ -225,6 +227,15 @@ def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question
         facts["Recall@10"] = f"{metrics['Recall@10']:.3f}"
     if metrics.get("ECE") is not None:
         facts["ECE (10 bins)"] = f"{metrics['ECE']:.3f}"
+    notes = [metrics["oracle_note"]] if metrics.get("oracle_note") else []
+    if metrics.get("answering_note"):  # a train cut answered zero-shot: why
+        notes.append(f"Answering: zero-shot: {metrics['answering_note']}.")
+    demos = metrics.get("demonstrations")
+    if demos:
+        w = demos["without_demonstrations"]
+        notes.append(f"{demos['n']} of the questions are {demos['note']}.")
+        if w["Accuracy"] is not None:
+            facts["Accuracy without demonstrations"] = f"{w['Accuracy']:.3f} ({w['n']} questions)"
     view = run_view(
         name, f"{metrics.get('model')}", {q: done[q] for q in order}, by_id, has_recall(metrics), facts=facts
     )
@@ -232,7 +243,6 @@ def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question
         f"{metrics['split']}{', ' + qs['protocol'] if qs else ''}: model {metrics.get('model')}, preset "
         f"{name}, final answer {metrics.get('final_answer') or metrics.get('answering') or '?'}"
     )
-    notes = [metrics["oracle_note"]] if metrics.get("oracle_note") else []
     return _write(
         path,
         render(

@@ -83,3 +83,78 @@ def question_set(protocol: str, n_questions: int) -> dict | None:
     if n_questions < (p.n or len(load_questions(p.split))):
         d["cut_to"] = n_questions
     return d
+
+
+# How a train cut too small to cross-fit is answered (run.json's and metrics.json's ``answering_note``).
+ZERO_SHOT_CUT = (
+    "too few questions to cross-fit the facts reader's answer heads out-of-fold (that needs labelled "
+    "questions of both answers on as many terms as folds, besides the prompt's demonstrations), and an "
+    "answer head fitted on train questions would answer some of them in-sample: answered zero-shot, "
+    "with the model's own P(yes), uncalibrated"
+)
+# What the demonstration questions of a facts-reader run are (metrics.json's ``demonstrations``).
+DEMONSTRATION_NOTE = (
+    "the facts reader's fixed demonstrations (sqa.facts.prompt): each is in the prompt with its answer, "
+    "so its answer is leaked; counted in Accuracy, left out of without_demonstrations, marked in "
+    "traces.jsonl (eval.demonstration) and report.html"
+)
+
+
+def first_enough(split: str, folds: int) -> int | None:
+    """The fewest of ``split``'s first questions the facts reader can cross-fit into ``folds`` folds
+    (``sqa.facts.crossfit.crossfit_shortfall``, the demonstrations left out); None if none do."""
+    from sqa.facts.crossfit import crossfit_shortfall
+    from sqa.facts.prompt import demo_qids
+    from sqa.strategyqa import load_questions
+
+    everything, demos = load_questions(split), demo_qids()
+    return next(
+        (n for n in range(folds, len(everything) + 1) if crossfit_shortfall(everything[:n], folds, demos) is None),
+        None,
+    )
+
+
+def zero_shot_cut_note(
+    questions, split: str, folds: int, model: str, retrieval: bool, form: str = "text"
+) -> str | None:
+    """None when the facts reader can cross-fit ``questions`` (the first of ``split``, a train split;
+    ``sqa.types.Question``) into ``folds`` folds; else the line saying they are answered zero-shot and why: too few to
+    cross-fit, ``model``'s answer head (facts, or plain without ``retrieval``; prompt ``form``)
+    fitted on some of them or missing, and how many are the prompt's demonstrations (leaked)."""
+    from sqa.facts.crossfit import crossfit_shortfall
+    from sqa.facts.prompt import demo_qids
+    from sqa.facts.reader import head_for
+    from sqa.strategyqa import load_questions
+    from sqa.types import HeadNotFound
+
+    demos = demo_qids()
+    why = crossfit_shortfall(questions, folds, demos)
+    if why is None:
+        return None
+    qids = {q.qid for q in questions}
+    try:
+        h = head_for(model, "facts" if retrieval else "plain", None, form)
+        fitted = h.provenance.get("fitted_qids")
+        if not isinstance(fitted, list) and h.provenance.get("train_split") == "train-2061":
+            fitted = [q.qid for q in load_questions("train-2061")]
+        seen = len((qids - demos) & set(fitted or ()))  # a head is never fitted on the demonstrations
+        head = (
+            f"its answer head {h.source} was fitted on {seen} of them"
+            if seen
+            else f"its answer head {h.source} is not used on a train split"
+        )
+    except HeadNotFound:
+        head = "it has no answer head"
+    need = first_enough(split, folds)
+    n_demos = len(qids & demos)
+    return (
+        f"{len(qids)} question(s) are too few to cross-fit the answer heads out-of-fold ({why}, the "
+        f"demonstrations left out{f'; the first {need} of {split} are enough' if need else ''}) and {head}: "
+        "answered zero-shot, with the model's own P(yes), uncalibrated"
+        + (
+            f"; {n_demos} of them are the prompt's demonstrations, whose answers are in the prompt "
+            "(leaked): marked in traces.jsonl, metrics.json and report.html"
+            if n_demos
+            else ""
+        )
+    )

@@ -79,8 +79,12 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         *(
             [
                 (
-                    f"Answering: **zero-shot**: P(yes) is the model's own, uncalibrated (answer Yes at P(yes) >= 0.5); "
-                    f"`sqa eval --split train --model {metrics['model']}` fits an answer head."
+                    "Answering: **zero-shot**: P(yes) is the model's own, uncalibrated (answer Yes at P(yes) >= 0.5); "
+                    + (
+                        f"{metrics['answering_note']}."
+                        if metrics.get("answering_note")
+                        else f"`sqa eval --split train --model {metrics['model']}` fits an answer head."
+                    )
                 ),
                 "",
             ]
@@ -88,6 +92,7 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
             else []
         ),
         *([f"**{metrics['oracle_note']}**", ""] if metrics.get("oracle") else []),
+        *(_demonstrations_lines(metrics.get("demonstrations"))),
         *(
             [
                 f"Question set: **{metrics['question_set']['protocol']}**, {metrics['question_set']['summary']}"
@@ -221,7 +226,8 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         "|" + "---|" * len(cols),
     ]
     for r in errors:
-        cells = [r["qid"], _cell(r["question"]), _fmt(r["gold"]), _fmt(r["answer"]), f"{r['confidence']:.3f}"]
+        qid = r["qid"] + (" (demonstration: answer in the prompt)" if r.get("demonstration") else "")
+        cells = [qid, _cell(r["question"]), _fmt(r["gold"]), _fmt(r["answer"]), f"{r['confidence']:.3f}"]
         if steps:
             cells.append(str(r["n_steps"]))
         if recall:
@@ -336,3 +342,17 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
     fig.savefig(tmp, format="png")
     tmp.replace(path)
     return path
+
+
+def _demonstrations_lines(d: dict | None) -> list[str]:
+    """report.md's line on the answered demonstration questions (metrics.json's ``demonstrations``)."""
+    if not d:
+        return []
+    w = d["without_demonstrations"]
+    acc = "–" if w["Accuracy"] is None else f"{w['Accuracy']:.3f}"
+    ci = w.get("Accuracy_interval95")
+    return [
+        f"Demonstrations: **{d['n']}** of the questions ({', '.join(d['qids'])}) are {d['note']}; "
+        f"accuracy without them {acc} (n={w['n']}{f', 95 % interval {ci[0]:.3f}–{ci[1]:.3f}' if ci else ''}).",
+        "",
+    ]

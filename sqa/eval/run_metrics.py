@@ -20,7 +20,7 @@ from sqa.eval.fewshot import fewshot_description
 from sqa.eval.leaderboard import score_predictions, validate_predictions
 from sqa.eval.metrics import recall_at_k
 from sqa.eval.options import EvalOptions
-from sqa.eval.protocols import question_set
+from sqa.eval.protocols import ZERO_SHOT_CUT, question_set
 from sqa.eval.rundir import TRACES_FILE, now, result_from_dict
 from sqa.jsonio import write_json_atomic
 from sqa.types import Question
@@ -80,6 +80,7 @@ def question_rows(questions: Sequence[Question], done: dict[str, dict]) -> list[
                 "fewshot_pool": ev.get("fewshot_pool"),
                 "fewshot_qids": rec.get("fewshot_qids"),
                 "signals": dict(rec.get("signals") or {}),
+                "demonstration": bool(ev.get("demonstration")),
             }
         )
     return rows
@@ -163,6 +164,28 @@ def auc_of(rows: Sequence[dict]) -> float | None:
     return wins / (len(pos) * len(neg))
 
 
+def demonstrations_summary(rows: Sequence[dict]) -> dict | None:
+    """metrics.json's ``demonstrations``: the answered questions that are the facts reader's fixed
+    demonstrations (their answer is in the prompt: ``sqa.eval.protocols.DEMONSTRATION_NOTE``), how
+    many, their qids and the accuracy with its interval without them; None when there are none."""
+    from sqa.eval.protocols import DEMONSTRATION_NOTE
+
+    demos = [r for r in rows if r.get("demonstration")]
+    if not demos:
+        return None
+    rest = [r for r in rows if not r.get("demonstration") and r["correct"] is not None]
+    return {
+        "n": len(demos),
+        "qids": [r["qid"] for r in demos],
+        "without_demonstrations": {
+            "n": len(rest),
+            "Accuracy": sum(r["correct"] for r in rest) / len(rest) if rest else None,
+            "Accuracy_interval95": accuracy_interval95(rest),
+        },
+        "note": DEMONSTRATION_NOTE,
+    }
+
+
 def final_answer_readout(done: dict[str, dict]) -> str | None:
     """How the final answers were made, from the traces' ``decision`` (e.g. the answer head and its
     feature set); the most frequent one, with the count of others when they differ."""
@@ -207,6 +230,7 @@ def compute_metrics(
         used_examples.update(r["fewshot_qids"] or ())
     yes_rate = sum(r["answer"] for r in rows) / len(rows) if rows else None
     unread = yes_no_unread(done, questions)
+    demos = demonstrations_summary(rows)
     return {
         "split": options.split,
         "n": scores["count"],
@@ -243,6 +267,7 @@ def compute_metrics(
         else None,
         "head": options.head or None,
         "answering": options.answering,
+        **({"answering_note": ZERO_SHOT_CUT} if zero_shot_cut(options) else {}),
         "calibrated": options.answering != "zero-shot",
         "signals": signal_accuracy(rows),
         "model": options.model,
@@ -259,8 +284,20 @@ def compute_metrics(
         "sessions of this run (model loading not included)",
         "phase_seconds_mean": {k: sum(v) / len(v) for k, v in sorted(phases.items())},
         **({"yes_no_unread": unread} if unread else {}),
+        **({"demonstrations": demos} if demos else {}),
         "written_at": now(),
     }
+
+
+def zero_shot_cut(options: EvalOptions) -> bool:
+    """Whether the run is a train cut the facts reader answered zero-shot, too small to cross-fit
+    (``sqa.eval.protocols.ZERO_SHOT_CUT``): a train split is otherwise answered out-of-fold."""
+    return (
+        options.reader == "facts"
+        and not options.oracle
+        and options.answering == "zero-shot"
+        and options.split in ("train", "train-2061", "all")
+    )
 
 
 def yes_no_unread(done: dict[str, dict], questions: Sequence[Question]) -> dict | None:

@@ -145,6 +145,11 @@ def run_eval(
             on_progress(stats)
         pending = [q for q in questions if q.qid not in done]
         reported: dict[int, dict] = {}
+        demos = None
+        if options.reader == "facts":
+            from sqa.facts.prompt import demo_qids
+
+            demos = demo_qids()
         try:
             try:
                 for pool, group in plan_fewshot(options.split, pending, options.folds):
@@ -170,6 +175,8 @@ def run_eval(
                             _check_qid(q, r)
                             now = time.perf_counter()
                             rec = _record(q, r, pool, now - clock[0], len(batch))
+                            if demos is not None:  # its answer is in the facts reader's prompt (leaked)
+                                rec["eval"]["demonstration"] = q.qid in demos
                             clock[0] = now
                             if readouts is not None:
                                 # unread since the last written question (in a lockstep batch the
