@@ -281,7 +281,7 @@ class StandIn:
     - ``answer_as``: the ``model`` field of answers (default: the model asked for); ``key``: a key
       the server wants (401 otherwise); ``latency``/``serial``: seconds per answer, one at a time.
 
-    Records ``requests`` (path, body) and counts ``question_requests`` (those whose prompt holds
+    Records ``requests`` (path, body; POSTs), counts ``gets`` and counts ``question_requests`` (those whose prompt holds
     ``Question:`` but is none of sqa's load-time probes). P(yes) is a deterministic function of the
     prompt text (``standin_log_odds``)."""
 
@@ -300,6 +300,7 @@ class StandIn:
         self.latency, self.serial, self.user_pass = 0.0, False, None
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
+        self.gets = 0  # GET requests (/v1/models)
         self.auth: set[str] = set()
         self._serial = threading.Lock()
         outer = self
@@ -328,6 +329,7 @@ class StandIn:
                 return True
 
             def do_GET(self):
+                outer.gets += 1
                 if not self._authorised():
                     return
                 if self.path.rstrip("/") == "/v1/models":

@@ -206,25 +206,51 @@ def test_steps_transcript_over_chat(standin, prefill, strict, expect):
 # -- cache and cost -------------------------------------------------------------------------------------
 
 
-def test_rerun_into_new_out_sends_no_question_request(standin, head, tmp_path):
-    """A finished served eval run again into a new --out: every question's request is answered from
-    the response cache (the server counts 0 new ones; only the load-time checks are sent), and
-    run.json's cost shows calls sent, cached and tokens."""
+def test_rerun_into_new_out_sends_no_request(standin, head, tmp_path):
+    """A finished served eval run again into a new --out sends no request at all (the server counts
+    none, GET or POST): every question's request is answered from the response cache and the
+    load-time findings are taken as recorded; run.json says so (``contacted`` false, the identity
+    "as recorded at ...") and its cost shows calls sent, cached and tokens. ``sqa ask`` of a cached
+    question sends none either; an uncached one probes the server first, then asks."""
     s = standin()
     r = run_sqa(_eval(s.url, head, tmp_path / "a"), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
-    first = s.question_requests
-    assert first == 6
-    cost = json.loads((tmp_path / "a" / "run.json").read_text())["cost"]
+    assert s.question_requests == 6
+    run = json.loads((tmp_path / "a" / "run.json").read_text())
+    assert run["server"]["contacted"] is True and run["server"]["identity"] == "live"
+    cost = run["cost"]
     assert cost["calls_sent"] == 6 and cost["calls_cached"] == 0 and cost["prompt_tokens"] > 0
     assert cost["completion_tokens"] == 6 and cost["seconds_per_question"] >= 0
+    sent = (len(s.requests), s.gets)
     r = run_sqa(_eval(s.url, head, tmp_path / "b"), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert s.question_requests == first  # nothing sent for the questions
-    cost = json.loads((tmp_path / "b" / "run.json").read_text())["cost"]
+    assert (len(s.requests), s.gets) == sent  # nothing sent at all
+    run = json.loads((tmp_path / "b" / "run.json").read_text())
+    assert run["server"]["contacted"] is False and run["server"]["identity"].startswith("as recorded at 20")
+    assert (
+        run["server"]["fingerprint"] == json.loads((tmp_path / "a" / "run.json").read_text())["server"]["fingerprint"]
+    )
+    cost = run["cost"]
     assert cost["calls_sent"] == 0 and cost["calls_cached"] == 6 and cost["prompt_tokens"] == 0
     a = json.loads((tmp_path / "a" / "predictions.json").read_text())
     assert a == json.loads((tmp_path / "b" / "predictions.json").read_text())
+    # one more question than cached: the load is checked live at the first miss, then the question sent
+    r = run_sqa(_eval(s.url, head, tmp_path / "c", limit=7), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert s.question_requests == 7 and s.gets == sent[1] + 1
+    run = json.loads((tmp_path / "c" / "run.json").read_text())
+    assert run["server"]["contacted"] is True and run["server"]["identity"] == "live"
+    assert run["cost"]["calls_sent"] == 1 and run["cost"]["calls_cached"] == 6
+    sent = (len(s.requests), s.gets)
+    ask = ["ask", "--no-retrieval", "--head", head, "--model", "openai:fake-reader", "--base-url", s.url, "--json"]
+    # the StrategyQA dev question of the first run's first prediction, asked again: cached, nothing sent
+    from sqa.strategyqa import load_questions
+
+    q = next(x for x in load_questions("dev") if x.qid == next(iter(a)))
+    r = run_sqa([*ask, q.question], env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    srv = json.loads(r.stdout)["server"]
+    assert (len(s.requests), s.gets) == sent and srv["contacted"] is False and srv["cost"]["calls_cached"] == 1
 
 
 def test_other_weights_under_the_same_name_miss_the_cache_and_refuse_the_resume(standin, head, tmp_path):
@@ -245,6 +271,38 @@ def test_other_weights_under_the_same_name_miss_the_cache_and_refuse_the_resume(
         assert json.loads((tmp_path / "other" / "run.json").read_text())["cost"]["calls_sent"] == 3
         line = one_error_line(run_sqa(_eval(t.url, head, out, limit=6), env=ENV))
         assert "answered through" in line and "fingerprint" in line and "another --out" in line
+    finally:
+        helpers.standin_log_odds = orig
+
+
+def test_other_weights_behind_the_same_url_are_found_at_the_first_miss(standin, head, tmp_path):
+    """Other weights behind the same URL and name after a finished run: a re-run answered wholly
+    from the cache sends nothing and says its identity is as recorded; the first request the cache
+    cannot answer probes the server, finds another fingerprint and stops in one line naming both
+    (no answer of the new weights mixed with cached ones); the next command goes by the new weights."""
+    import helpers
+
+    s = standin()
+    assert run_sqa(_eval(s.url, head, tmp_path / "a", limit=3), env=ENV).returncode == 0
+    fp = json.loads((tmp_path / "a" / "run.json").read_text())["server"]["fingerprint"]
+    orig = helpers.standin_log_odds
+    try:
+        helpers.standin_log_odds = lambda text: -orig(text)
+        sent = len(s.requests)
+        r = run_sqa(_eval(s.url, head, tmp_path / "b", limit=3), env=ENV)
+        assert r.returncode == 0 and len(s.requests) == sent, r.stderr[-2000:]
+        assert "as recorded at" in json.loads((tmp_path / "b" / "run.json").read_text())["server"]["identity"]
+        line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "c", limit=5), env=ENV))
+        assert fp in line and "otherwise than recorded at" in line and "run the command again" in line
+        assert s.question_requests == 3  # only the probes were sent
+        traces = (tmp_path / "c" / "traces.jsonl").read_text().splitlines()
+        assert len(traces) <= 3  # the cached answers only
+        r = run_sqa(_eval(s.url, head, tmp_path / "d", limit=5), env=ENV)
+        assert r.returncode == 0, r.stderr[-2000:]
+        run = json.loads((tmp_path / "d" / "run.json").read_text())
+        assert run["server"]["fingerprint"] != fp and run["cost"]["calls_sent"] == 5
+        line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "a", limit=5), env=ENV))
+        assert "answered through" in line and fp in line
     finally:
         helpers.standin_log_odds = orig
 

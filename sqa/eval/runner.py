@@ -150,6 +150,7 @@ def run_eval(
             from sqa.facts.prompt import demo_qids
 
             demos = demo_qids()
+        served: list[dict] = []  # the served models' server_info (a load from a record turns "live" mid-run)
         try:
             try:
                 for pool, group in plan_fewshot(options.split, pending, options.folds):
@@ -158,6 +159,7 @@ def run_eval(
                     readouts = model.readout_stats if model is not None else None  # a served model's yes/no counts
                     cost = model.cost if model is not None else None  # a served model's calls and tokens
                     _record_server(out_dir, model.server_info if model is not None else None)
+                    served += [model.server_info] if model is not None and model.server_info else []
                     _record_model(out_dir, model)
                     for batch in _batches(group, options.batch_size):
                         clock = [time.perf_counter()]
@@ -228,6 +230,8 @@ def run_eval(
                 out_dir, options, questions, on_disk, index_info=run_info.get("index") or index_info, new=stats.new
             )
             _record_cost(out_dir, on_disk)
+            for info in served[-1:]:  # as it stands now: contacted or not
+                _record_server(out_dir, dict(info))
     summary.interrupted = interrupted
     summary.repaired_bytes = log.repaired_bytes
     return summary

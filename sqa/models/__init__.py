@@ -5,7 +5,8 @@
 - ``hf``: ``HFModel`` (transformers + torch; CUDA bfloat16 batched when a GPU is present).
 - ``openai``: ``OpenAIModel`` (``--model openai:NAME``: a model behind OpenAI-compatible servers),
   with ``served_url`` (URLs, key), ``served_http`` (one server's client and errors),
-  ``served_probe`` (load-time checks, fingerprint), ``served_read`` (read-outs from JSON) and
+  ``served_probe`` (load-time checks, fingerprint), ``served_load`` (those checks recorded, taken
+  as recorded until the first cache miss), ``served_read`` (read-outs from JSON) and
   ``served_cache`` (response cache, cost); docs/served.md.
 - ``chat``: ChatML rendering.
 

@@ -28,9 +28,12 @@ read-out is counted in ``readout_stats`` (``readouts``, ``missing``, ``one_sided
 ``top_logprobs``, ``generation``, ``after_thinking``), which ``sqa eval`` writes to metrics.json.
 
 Identity: ``identity`` (the ``/v1/models`` entry and a fingerprint of the read-outs of
-``FINGERPRINT_PROMPTS``, sent at load, never cached) and ``fingerprint`` (a short string), recorded
-in ``server_info``; responses are cached under it (``sqa.models.served_cache``), and a response
-whose ``model`` field names another model stops the run unless ``allow_model_alias``.
+``FINGERPRINT_PROMPTS``, never cached) and ``fingerprint`` (a short string), recorded in
+``server_info``; responses are cached under it (``sqa.models.served_cache``), and a response whose
+``model`` field names another model stops the run unless ``allow_model_alias``. The load-time
+findings are recorded in the cache's file and taken as recorded by the next load with the same
+servers, name and ``--api`` (no request), checked live at the first cache miss
+(``sqa.models.served_load``; ``server_info`` ``contacted`` and ``identity`` say which).
 
 Concurrency: each server gets ``$SQA_OPENAI_CONCURRENCY`` slots when set, else it is measured at
 load: 3 requests at once taking over 2.2x one request means the server runs them one at a time
@@ -54,6 +57,7 @@ from sqa.models import served_read as R
 from sqa.models.base import ModelBase
 from sqa.models.chat import as_chatml_text
 from sqa.models.served_cache import Cost, ResponseCache, cache_enabled, request_key
+from sqa.models.served_load import LoadRecord, load_key
 from sqa.models.served_http import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -97,7 +101,7 @@ def _same_model(asked: str, answered) -> bool:
     return answered.startswith(asked) or a == b or b.startswith(a + "-") or b.startswith(a + ".")
 
 
-class OpenAIModel(LoadProbes, ModelBase):
+class OpenAIModel(LoadRecord, LoadProbes, ModelBase):
     """A model served over the OpenAI API (see the module doc).
 
     ``name``: the model's name on the server; ``self.name`` is ``openai:NAME``. ``base_url``: a URL,
@@ -157,19 +161,26 @@ class OpenAIModel(LoadProbes, ModelBase):
         )
         self._extra: dict = dict(NEUTRAL_EXTRA)
         self._thinking_kw: dict = {}
-        self.entry = self._check_served()
+        self._live_lock, self.recorded_at, self._fixed = threading.Lock(), None, fixed
+        self._load_key = load_key([s.url for s in self.servers], name, opts.api) if self.cache is not None else None
+        recorded = self.cache.get_load(self._load_key) if self._load_key is not None else None
+        # a load recorded before is taken as it was (no request); probed live at the first cache miss
+        self.live = not (recorded is not None and self._adopt(recorded))
+        if self.live:
+            self.entry = self._check_served()
+            self.endpoint, self.top_logprobs, self.thinking = self._choose_endpoint(opts.api)
+            self.prefill = self._probe_prefill() if self.endpoint == "chat" else "completions-text"
+            self.fingerprint = self._fingerprint()
+            if not fixed:  # measured on every server at once
+                with ThreadPoolExecutor(len(self.servers)) as ex:
+                    for s, n in zip(self.servers, ex.map(self._measure_concurrency, self.servers)):
+                        s.concurrency = n
+            self._record()
         self.engine = self.entry.get("owned_by") or None
-        self.endpoint, self.top_logprobs, self.thinking = self._choose_endpoint(opts.api)
         self.readout = "top_logprobs" if self.top_logprobs else "generation"
-        self.prefill = self._probe_prefill() if self.endpoint == "chat" else "completions-text"
-        self.fingerprint = self._fingerprint()
         if fixed:
             for s in self.servers:
                 s.concurrency = int(fixed)
-        else:  # measured on every server at once
-            with ThreadPoolExecutor(len(self.servers)) as ex:
-                for s, n in zip(self.servers, ex.map(self._measure_concurrency, self.servers)):
-                    s.concurrency = n
         self.concurrency = sum(s.concurrency for s in self.servers)
         # the steps reader runs as many questions in lockstep as there are slots (one at a time where
         # every server runs one request at a time), so a lost server costs at most that many unwritten
@@ -216,6 +227,8 @@ class OpenAIModel(LoadProbes, ModelBase):
             "timeout_s": self.timeout,
             "max_retries": self.max_retries,
             "cache": str(self.cache.path) if self.cache is not None else None,
+            "contacted": self.live,
+            "identity": "live" if self.live else f"as recorded at {self.recorded_at}",
         }
 
     # -- requests --------------------------------------------------------------------------------
@@ -260,6 +273,8 @@ class OpenAIModel(LoadProbes, ModelBase):
                 with self._lock:
                     self.cost.calls_cached += 1
                 return hit
+        if not self.live:  # loaded from a record: check the servers before the first request sent
+            self._go_live()
         while True:
             s = self._take() if count else self.servers[0]
             try:

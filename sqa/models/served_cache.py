@@ -7,6 +7,9 @@ served model's identity string (its ``/v1/models`` entry and a fingerprint of it
 answers; the request body holds every sampling parameter (temperature, max_tokens, logprobs,
 stop, ...), so a request is answered from the cache only when it is exactly the same request.
 A re-run, a resumed run, or another preset sharing a reading therefore sends no request twice.
+The same file keeps, per (servers, model name, ``--api``), what loading the model found (its
+``/v1/models`` entry, endpoint, read-out, fingerprint, concurrency: ``sqa.models.served_load``), so
+a run whose every request is cached sends none at all.
 Several processes may share the file: SQLite's own locking (WAL journal, a 30 s busy timeout)
 serialises writers; a write that still fails is skipped (the answer is not lost, only not cached).
 ``$SQA_OPENAI_CACHE=0`` turns the cache off.
@@ -94,6 +97,7 @@ class ResponseCache:
                         "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint TEXT, "
                         "response TEXT NOT NULL)"
                     )
+                    c.execute("CREATE TABLE IF NOT EXISTS loads (key TEXT PRIMARY KEY, record TEXT NOT NULL)")
                     break
                 except sqlite3.OperationalError:
                     c = None
@@ -124,12 +128,37 @@ class ResponseCache:
         except (TypeError, ValueError):
             self.errors += 1
             return
+        self._write("INSERT OR REPLACE INTO responses (key, endpoint, response) VALUES (?, ?, ?)", row)
+
+    def get_load(self, key: str) -> dict | None:
+        """The load-time findings recorded under ``key`` (``sqa.models.served_load.load_key``), or None."""
+        c = self._conn()
+        if c is None:
+            return None
+        try:
+            row = c.execute("SELECT record FROM loads WHERE key = ?", (key,)).fetchone()
+            rec = json.loads(row[0]) if row else None
+            return rec if isinstance(rec, dict) else None
+        except (sqlite3.Error, ValueError):
+            self.errors += 1
+            return None
+
+    def put_load(self, key: str, record: dict) -> None:
+        """Record the load-time findings under ``key`` (the newest replaces the older)."""
+        try:
+            row = (key, json.dumps(record, ensure_ascii=False, sort_keys=True))
+        except (TypeError, ValueError):
+            self.errors += 1
+            return
+        self._write("INSERT OR REPLACE INTO loads (key, record) VALUES (?, ?)", row)
+
+    def _write(self, sql: str, row: tuple) -> None:
         for attempt in range(3):  # a lock held past the busy timeout by another process: try again
             c = self._conn()
             if c is None:
                 return
             try:
-                c.execute("INSERT OR REPLACE INTO responses (key, endpoint, response) VALUES (?, ?, ?)", row)
+                c.execute(sql, row)
                 return
             except sqlite3.OperationalError:
                 time.sleep(0.05 * (attempt + 1))

@@ -1,7 +1,8 @@
 """The load-time checks of a served model (``sqa.models.openai.OpenAIModel``, a mixin): is the model
 served, which endpoint and how many top logprobs, does its answer open a thinking block, can an
 assistant message be continued (prefill), its fingerprint, and how many requests each server runs
-at once. Every probe is sent (never answered from the response cache); see the model's module doc.
+at once. Every probe is sent (never answered from the response cache); what they find is recorded
+and reused by ``sqa.models.served_load``; see the model's module doc.
 """
 
 from __future__ import annotations
