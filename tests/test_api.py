@@ -58,7 +58,7 @@ def test_out_of_fold_run_is_a_library_call_with_progress_events(tmp_path, gold_i
     assert [e.done for e in ticks] == list(range(13)) and all(e.total == 12 for e in ticks)
     assert ticks[-1].seconds_per_question > 0
     assert run.path == tmp_path / "run" and run.complete and run.done == 12
-    assert run.metrics["protocol"] == "out-of-fold, 5 term-grouped folds" and len(run.predictions) == 12
+    assert run.metrics["out_of_fold"]["scheme"] == "out-of-fold, 5 term-grouped folds" and len(run.predictions) == 12
     assert sorted(run.heads) == ["facts", "plain"] and all(p.is_file() for p in run.heads.values())
     assert run.options["head"] == "out-of-fold, 5 term-grouped folds (facts head)"
     events.clear()

@@ -203,7 +203,10 @@ def test_oof_run_folder_says_out_of_fold_and_shows_only_what_is_defined(tmp_path
         options, tmp_path, questions, {r["qid"]: r for r in recs}, model="m", model_sha256=None, provenance={}
     )
     m = json.loads((tmp_path / "metrics.json").read_text())
-    assert m["protocol"] == "out-of-fold, 5 term-grouped folds" and m["out_of_fold"]["answered_by"] == "facts head"
+    assert (
+        m["out_of_fold"]["scheme"] == "out-of-fold, 5 term-grouped folds"
+        and m["out_of_fold"]["answered_by"] == "facts head"
+    )
     assert m["Accuracy"] == pytest.approx(m["out_of_fold"]["all"]["facts"]["accuracy"], abs=1e-4)
     assert m["out_of_fold"]["without_demonstrations"]["facts"]["n"] == len(y) - 2
     assert len(m["Accuracy_interval95"]) == 2 and m["AUC"] > 0.5
@@ -334,7 +337,11 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_reading_nothing_twice(tmp_pat
     )
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "run_ds" / "metrics.json").read_text())
-    assert m["protocol"] == "out-of-fold, 5 term-grouped folds" and m["n"] == 3 and len(_features_lines(b)) == 12
+    assert (
+        m["out_of_fold"]["scheme"] == "out-of-fold, 5 term-grouped folds"
+        and m["n"] == 3
+        and len(_features_lines(b)) == 12
+    )
     for qid in seen:  # the same out-of-fold answers as the train run's
         assert json.loads((tmp_path / "run_ds" / "predictions.json").read_text())[qid]["answer"] == pb[qid]["answer"]
 
@@ -397,7 +404,7 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_with_the_same_predictions(tmp
     pb = json.loads((tmp_path / "run_b" / "predictions.json").read_text())
     assert pa == pb and len(pa) == 12
     ma = json.loads((tmp_path / "run_a" / "metrics.json").read_text())
-    assert ma["protocol"] == "out-of-fold, 5 term-grouped folds"
+    assert ma["out_of_fold"]["scheme"] == "out-of-fold, 5 term-grouped folds"
     head = json.loads(_only(b / "heads", "qwen2.5-coder-0.5b.facts.*.json").read_text())
     assert len(head["provenance"]["fitted_qids"]) == len(set(qids) - demo_qids())
 

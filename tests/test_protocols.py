@@ -107,7 +107,9 @@ def test_a_train_protocol_is_answered_out_of_fold_and_recorded(tmp_path, gold_in
     assert list(preds) == [q.qid for q in load_questions("train")[:12]]
     m = json.loads((out / "metrics.json").read_text())
     assert m["question_set"]["protocol"] == "train-first-500" and m["question_set"]["cut_to"] == 12
-    assert m["protocol"] == "out-of-fold, 5 term-grouped folds"  # answered as --split train is
+    assert m["protocol"] == run["protocol"]  # one word, one meaning: the named question set
+    assert m["answering"] == run["answering"] == "out-of-fold"  # answered as --split train is
+    assert m["out_of_fold"]["scheme"] == "out-of-fold, 5 term-grouped folds"
     assert "Question set: **train-first-500**" in (out / "report.md").read_text()
 
 
@@ -148,12 +150,14 @@ def test_a_train_cut_too_small_to_cross_fit_is_answered_zero_shot_with_its_demon
     assert len(demos) == 4
     assert "answered zero-shot, with the model's own P(yes), uncalibrated" in r.stderr, r.stderr
     assert "4 of them are the prompt's demonstrations" in r.stderr and "the first 10 of train are enough" in r.stderr
+    assert "sqa eval train-first-500 (facts" in r.stdout and "without the 4 demonstrations (n=1)" in r.stdout, r.stdout
     run = json.loads((out / "run.json").read_text())
     assert run["protocol"] == "train-first-500" and run["answering"] == "zero-shot"
     assert "too few questions to cross-fit" in run["answering_note"]
     assert list(json.loads((out / "predictions.json").read_text())) == first5
     m = json.loads((out / "metrics.json").read_text())
     assert m["answering"] == "zero-shot" and m["calibrated"] is False and m["n"] == 5
+    assert m["protocol"] == "train-first-500" and "out_of_fold" not in m
     assert m["answering_note"] == run["answering_note"]
     assert m["demonstrations"]["n"] == 4 and m["demonstrations"]["qids"] == demos
     traces = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]

@@ -343,6 +343,15 @@ def eval_one(
                 {
                     "n": m["n"],
                     "Accuracy": m["Accuracy"],
+                    **(
+                        {
+                            f"without the {d['n']} demonstrations (n={d['without_demonstrations']['n']})": d[
+                                "without_demonstrations"
+                            ]["Accuracy"]
+                        }
+                        if (d := m.get("demonstrations"))
+                        else {}
+                    ),
                     "majority (always no)": m["majority_baseline"]["Accuracy"],
                     **{
                         f"Accuracy at {a['coverage']:.0%} coverage": a["Accuracy"]
@@ -353,7 +362,7 @@ def eval_one(
                     "ECE": m["ECE"],
                     "seconds/question": m["seconds_per_question"],
                 },
-                f"sqa eval {o['split']} ({o['reader']}{', ORACLE ' + o['oracle'] if o['oracle'] else ''}, {o['decomposition']}"
+                f"sqa eval {m.get('protocol') or o['split']} ({o['reader']}{', ORACLE ' + o['oracle'] if o['oracle'] else ''}, {o['decomposition']}"
                 + (", zero-shot: the model's own P(yes), uncalibrated" if m.get("answering") == "zero-shot" else "")
                 + ")",
             )

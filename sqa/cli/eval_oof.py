@@ -86,8 +86,10 @@ def print_oof_summary(run) -> None:
         }
         for kind_, v in m["out_of_fold"]["without_demonstrations"].items():
             table[f"{kind_} head, without the demonstrations (n={v['n']})"] = v["accuracy"]
-        Console().print(metrics_table(table, f"sqa eval {run.options['split']} (facts reader, {m['protocol']})"))
+        Console().print(
+            metrics_table(table, f"sqa eval {run.options['split']} (facts reader, {m['out_of_fold']['scheme']})")
+        )
     typer.echo(
-        f"complete: {run.done}/{run.total} questions, {m['protocol'] if m else 'out-of-fold'} -> "
+        f"complete: {run.done}/{run.total} questions, {m['out_of_fold']['scheme'] if m else 'out-of-fold'} -> "
         f"{run.path} ({', '.join(p.name for p in run.files)})"
     )

@@ -25,14 +25,13 @@ On the labelled questions every run answered:
 from __future__ import annotations
 
 import json
-import lzma
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sqa.eval.coverage import record_calibrated
 from sqa.eval.metrics import recall_at_k
-from sqa.eval.rundir import RUN_FILE, TRACES_FILE, _parse_traces, read_traces
+from sqa.eval.rundir import RUN_FILE, TRACES_FILE, read_recorded_traces
 from sqa.types import SqaError
 
 SEED = 0
@@ -60,7 +59,11 @@ class RunData:
         """The preset (or reader) and protocol the run was made with, e.g. ``facts, dev-229``."""
         o = self.options
         what = o.get("preset") or o.get("reader") or "?"
-        return f"{what}, {self.run.get('protocol') or o.get('split', '?')}"
+        if self.run.get("protocol"):
+            return f"{what}, {self.run['protocol']}"
+        from sqa.eval.protocols import protocol_of  # a run recorded before run.json named its question set
+
+        return f"{what}, {protocol_of(o.get('split', ''), len(self.rows)) or o.get('split', '?')}"
 
 
 @dataclass
@@ -127,22 +130,6 @@ class Comparison:
         }
 
 
-def _read_trace_records(run_dir: Path) -> dict[str, dict] | None:
-    if (run_dir / TRACES_FILE).exists():
-        return read_traces(run_dir)
-    xz = run_dir / (TRACES_FILE + ".xz")
-    if xz.exists():
-        try:
-            data = lzma.decompress(xz.read_bytes())
-        except lzma.LZMAError as e:
-            raise SqaError(f"{xz}: not a valid xz file ({e})") from None
-        out: dict[str, dict] = {}
-        for rec in _parse_traces(data, xz)[0]:
-            out.setdefault(rec["qid"], rec)
-        return out
-    return None
-
-
 def load_run(path: str | Path) -> RunData:
     """Read one run folder (see the module doc). Raises SqaError naming the folder when it has no
     ``run.json`` or no answers (traces or predictions)."""
@@ -156,7 +143,7 @@ def load_run(path: str | Path) -> RunData:
     except ValueError as e:
         raise SqaError(f"{run_dir / RUN_FILE}: not valid JSON ({e})") from None
     opts = run.get("options") or {}
-    records = _read_trace_records(run_dir)
+    records = read_recorded_traces(run_dir)
     if records is None:
         pred = run_dir / "predictions.json"
         if not pred.exists():

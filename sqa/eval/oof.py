@@ -6,9 +6,10 @@ The per-question features (:class:`sqa.facts.features.FeaturesStore`) are the re
 cross-fitting is deterministic, so ``traces.jsonl`` is rewritten whole from them at the end of
 every complete session (under the run folder's lock) and ``predictions.json``, ``metrics.json``,
 ``report.md``/``report.png`` regenerated from it (:func:`sqa.eval.run_metrics.finalize_run`).
-``metrics.json`` adds ``protocol`` ("out-of-fold, 5 term-grouped folds"), ``out_of_fold`` (both
-heads' accuracy with its interval and AUC, with and without the demonstration questions, the
-feature set and C chosen in each fold, the seconds the cross-fitting took).
+``metrics.json`` adds ``out_of_fold``: its ``scheme`` ("out-of-fold, 5 term-grouped folds") and
+``note``, both heads' accuracy with its interval and AUC with and without the demonstration
+questions, the feature set and C chosen in each fold, the seconds the cross-fitting took.
+(``protocol`` there, as in ``run.json``, is the named question set, ``sqa.eval.protocols``.)
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class OofOptions:
         return "facts" if self.retrieval else "plain"
 
     def eval_options(self) -> EvalOptions:
-        """The run's identity as ``run.json`` records it (the ``head`` option names the protocol)."""
+        """The run's identity as ``run.json`` records it (the ``head`` option names the cross-fitting scheme)."""
         return EvalOptions(
             split=self.split,
             model=self.model,
@@ -187,7 +188,8 @@ def run_oof(
 ) -> tuple[EvalSummary, CrossFit]:
     """Cross-fit ``questions`` (+ ``pool``: further labelled questions the heads are fitted on,
     e.g. a head's ``fitted_qids`` when dev is evaluated; not written to the run) from their features
-    ``records`` (qid -> ``QuestionFeatures.to_dict()``, every one present), write the run folder and
+    ``records`` (qid -> ``QuestionFeatures.to_dict()``, every one present), write the run folder
+    (``metrics.json``'s ``out_of_fold``: the scheme, both heads' figures, the folds) and
     return (summary, the cross-fit with the final heads). ``kind``: which head answers ("facts",
     or "plain" for ``--no-retrieval``). Raises SqaError (from ``crossfit`` or the run lock)."""
     out_dir = Path(out_dir)
@@ -265,14 +267,14 @@ def run_oof(
         cf.fold[[pos[q.qid] for q in labelled_q]],
     )
     extra = {
-        "protocol": cf.protocol,
-        "protocol_note": (
-            f"each labelled question answered by a head fitted on the other {options.folds - 1} folds "
-            "(scikit-learn GroupKFold by StrategyQA term); feature set and C chosen inside each fold's "
-            "training questions only (nested); the demonstration questions of the prompt are answered "
-            "but never fitted on"
-        ),
         "out_of_fold": {
+            "scheme": cf.protocol,
+            "note": (
+                f"each labelled question answered by a head fitted on the other {options.folds - 1} folds "
+                "(scikit-learn GroupKFold by StrategyQA term); feature set and C chosen inside each fold's "
+                "training questions only (nested); the demonstration questions of the prompt are answered "
+                "but never fitted on"
+            ),
             "answered_by": f"{kind} head",
             "all": sub.summary(yq),
             "without_demonstrations": sub.summary(yq, exclude=set(demos)),

@@ -31,6 +31,27 @@ def _cell(text: str, width: int = 120) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def oof_scheme(metrics: dict) -> str | None:
+    """How an out-of-fold run was cross-fitted ("out-of-fold, 5 term-grouped folds"): ``metrics.json``'s
+    ``out_of_fold.scheme``, or its top-level ``protocol`` in files written before that key named the
+    question set (as ``run.json``'s does); None for other runs."""
+    oof = metrics.get("out_of_fold") or {}
+    legacy = metrics.get("protocol")
+    if oof.get("scheme"):
+        return oof["scheme"]
+    return legacy if isinstance(legacy, str) and legacy.startswith("out-of-fold") else None
+
+
+def protocol_name(metrics: dict) -> str | None:
+    """The named question set of a run (``sqa.eval.protocols``) from its ``metrics.json``: ``protocol``
+    (or ``question_set.protocol``); None when the run names none (or in an older file whose
+    ``protocol`` was the cross-fitting scheme)."""
+    p = metrics.get("protocol")
+    if isinstance(p, str) and p and not p.startswith("out-of-fold"):
+        return p
+    return (metrics.get("question_set") or {}).get("protocol")
+
+
 def has_recall(metrics: dict) -> bool:
     """Whether Recall@10 means something for the run: its questions carry evidence annotations
     (``metrics["Recall@10"]`` not None) and the reader retrieved evidence (not ``--no-retrieval``,
@@ -108,8 +129,12 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
             else []
         ),
         *(
-            [f"Protocol: **{metrics['protocol']}** ({metrics.get('protocol_note', '')}).", ""]
-            if metrics.get("protocol")
+            [
+                f"Cross-fitting: **{oof_scheme(metrics)}** "
+                f"({(metrics.get('out_of_fold') or {}).get('note') or metrics.get('protocol_note', '')}).",
+                "",
+            ]
+            if oof_scheme(metrics)
             else []
         ),
         f"Final answer: `{metrics.get('final_answer') or metrics.get('decision') or metrics.get('head') or '?'}`.",
@@ -331,7 +356,7 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
     title = (
         f"sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''} {metrics['split']}: "
         f"{metrics['model']}, n={metrics['n']}, accuracy {metrics['Accuracy']:.3f}"
-        + (f" ({metrics['protocol']})" if metrics.get("protocol") else "")
+        + "".join(f" ({x})" for x in (protocol_name(metrics), oof_scheme(metrics)) if x)
         if metrics["Accuracy"] is not None
         else "sqa eval"
     )

@@ -236,6 +236,7 @@ def compute_metrics(
         "n": scores["count"],
         "n_predicted": len(predictions),
         "n_questions": len(questions),
+        "protocol": options.protocol or None,  # the named question set, as in run.json
         "question_set": question_set(options.protocol, len(questions)),
         "complete": len(predictions) == len(questions),
         "Accuracy": scores.get("Accuracy"),

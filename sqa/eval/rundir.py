@@ -155,6 +155,28 @@ def read_traces(out_dir: str | Path) -> dict[str, dict]:
     return out
 
 
+def read_recorded_traces(run_dir: str | Path) -> dict[str, dict] | None:
+    """``{qid: trace record}`` of a run folder from its ``traces.jsonl``, else the
+    ``traces.jsonl.xz`` a recorded run keeps (``bench/results/runs/``); None when it has neither.
+    Raises SqaError for an xz file that does not decompress or a line that does not parse."""
+    import lzma
+
+    run_dir = Path(run_dir)
+    if (run_dir / TRACES_FILE).exists():
+        return read_traces(run_dir)
+    xz = run_dir / (TRACES_FILE + ".xz")
+    if not xz.exists():
+        return None
+    try:
+        data = lzma.decompress(xz.read_bytes())
+    except lzma.LZMAError as e:
+        raise SqaError(f"{xz}: not a valid xz file ({e})") from None
+    out: dict[str, dict] = {}
+    for rec in _parse_traces(data, xz)[0]:
+        out.setdefault(rec["qid"], rec)
+    return out
+
+
 INDEX_KEYS = ("schema", "backend", "corpus", "paragraph_count", "analyzer", "bm25", "schema_version")
 
 
