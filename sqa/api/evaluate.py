@@ -127,7 +127,10 @@ def evaluate(
     if answering not in ANSWERING:
         raise BadInput(f"answering {answering!r}: use one of {', '.join(ANSWERING)}")
     pool = None
-    reader.check_given_head()  # before a served model's prompt form is asked of its server
+    from sqa.eval.oof import TRAIN_SPLITS
+
+    if qs.split not in TRAIN_SPLITS:  # on a train split oof_pool refuses a given head first, as a usage error
+        reader.check_given_head()  # before a served model's prompt form is asked of its server
     if preset.reader == "facts" and preset.oracle is None:
         from sqa.eval.oof import oof_pool
 
