@@ -31,6 +31,7 @@ from sqa.models.chat import as_chatml_text
 from sqa.paths import sqa_home
 from sqa.strategyqa import DISTRACTORS_FILE
 from sqa.trace import ReasoningResult, StepTrace
+from sqa.types import ModelCapabilities
 
 
 # the real entry point, with `click` made unimportable when typer does not need it
@@ -202,36 +203,105 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])))
 
 
-# ``python -c FAKE_STATES_MODEL ARGS``: the ``sqa`` command with a deterministic stand-in reader model
-# named "fake-states" (each prompt's hidden state and log-odds from its CRC32, 0.2 s a question), so
-# the out-of-fold train run, its heads and ``sqa ask`` run without a model file.
-FAKE_STATES_MODEL = """
-import signal, sys, time, zlib
-import numpy as np
-signal.signal(signal.SIGINT, signal.default_int_handler)
-import sqa.models.registry as R
-from sqa.models.base import ModelBase
-from sqa.types import ModelCapabilities
-
-
 class StateModel(ModelBase):
+    """The deterministic stand-in reader model "fake-states": each prompt's hidden state (16 floats)
+    and log-odds (the state's first float) come from the prompt's CRC32; ``delay`` seconds a call (so
+    a test can stop a run between questions); ``reads`` counts every prompt read."""
+
     name = "fake-states"
     capabilities = ModelCapabilities(hidden_states=True, hidden_size=16)
 
+    def __init__(self, delay: float = 0.0):
+        import collections
+
+        self.delay = delay
+        self.reads: collections.Counter = collections.Counter()
+
     def hidden_states(self, prompts):
-        time.sleep(0.2)
+        import zlib
+
+        import numpy as np
+
+        if self.delay:
+            time.sleep(self.delay)
         out = []
         for p in prompts:
+            self.reads[str(p)] += 1
             v = np.random.default_rng(zlib.crc32(str(p).encode())).normal(size=16).astype(np.float32)
             out.append((v, float(v[0])))
         return out
 
 
-R.load_model = lambda *a, **kw: StateModel()
+TESTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(TESTS)  # the checkout whose sqa the tests run
+
+# ``python -c FAKE_STATES_MODEL ARGS``: the ``sqa`` command with ``StateModel`` (0.2 s a question) in
+# place of every model, so the out-of-fold train run, its heads and ``sqa ask`` run without a model file.
+FAKE_STATES_MODEL = f"""
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.path.insert(0, {TESTS!r})
+import sqa.models.registry as R
+from helpers import StateModel
+R.load_model = lambda *a, **kw: StateModel(delay=0.2)
 R.resolve_gguf = lambda *a, **kw: None
 from sqa.cli import main
 sys.exit(main(sys.argv[1:]))
 """
+
+
+SMALL_MODEL = "qwen2.5-coder-0.5b"  # the model of the model-loading tests
+
+
+def small_gguf():
+    """The 0.5B GGUF's path, assembled from its PyPI part-wheels once per machine (into the real
+    home's ``models``, linked into every test's ``$SQA_HOME``) without loading it; skips the test,
+    naming why, where the model is not installed (a skip fails CI)."""
+    import pytest
+
+    from sqa.models.registry import MODELS, assemble_gguf
+    from sqa.types import SqaError
+
+    try:
+        return assemble_gguf(MODELS[SMALL_MODEL])
+    except SqaError as e:
+        pytest.skip(f"0.5B model not available: {e}")
+
+
+def fake_states_sqa(home, *args, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``sqa ARGS`` with the ``fake-states`` stand-in model (``FAKE_STATES_MODEL``) in a fresh
+    process, ``$SQA_HOME`` at ``home`` and this checkout's ``sqa`` first on the path; returns the
+    CompletedProcess (text output)."""
+    env = {**os.environ, "SQA_HOME": str(home), "PYTHONPATH": REPO}
+    env.pop("SQA_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-c", FAKE_STATES_MODEL, *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def train_args(limit: int, index_dir, out, model: str = "fake-states", *extra) -> list[str]:
+    """``eval --split train --limit LIMIT --model MODEL --index-dir INDEX_DIR --out OUT EXTRA...``:
+    the out-of-fold train run's arguments."""
+    args = ["eval", "--split", "train", "--limit", limit, "--model", model, "--index-dir", index_dir, "--out", out]
+    return [str(a) for a in (*args, *extra)]
+
+
+def stored_features(home) -> list[dict]:
+    """Every features record under ``HOME/features`` (all models and settings), file by file in
+    name order, line by line."""
+    import json
+    from pathlib import Path
+
+    return [
+        json.loads(x)
+        for f in sorted((Path(home) / "features").glob("*/*/*.jsonl"))
+        for x in f.read_text().splitlines()
+        if x.strip()
+    ]
 
 
 def free_port() -> int:

@@ -2,28 +2,9 @@
 
 from __future__ import annotations
 
-import zlib
-
-import numpy as np
 import pytest
 
-
-from sqa.models.base import ModelBase
-from sqa.types import ModelCapabilities
-
-
-class StateModel(ModelBase):
-    """A deterministic stand-in reader: each prompt's state and log-odds from its CRC32."""
-
-    name = "fake-states"
-    capabilities = ModelCapabilities(hidden_states=True, hidden_size=16)
-
-    def hidden_states(self, prompts):
-        out = []
-        for p in prompts:
-            v = np.random.default_rng(zlib.crc32(str(p).encode())).normal(size=16).astype(np.float32)
-            out.append((v, float(v[0])))
-        return out
+from helpers import StateModel
 
 
 def test_out_of_fold_run_is_a_library_call_with_progress_events(tmp_path, gold_index, monkeypatch):

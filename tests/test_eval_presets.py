@@ -8,47 +8,24 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from helpers import one_error_line, run_sqa
+from helpers import REPO, TESTS, one_error_line, run_sqa
 
 from sqa.models.memo import SharedReadings
 from sqa.strategyqa import load_questions
 
-REPO = Path(__file__).resolve().parent.parent
 
-COUNTING = """
-import atexit, json, os, sys, zlib
-from collections import Counter
-import numpy as np
+# ``python -c COUNTING ARGS``: sqa with one ``helpers.StateModel`` for every model load; at exit it
+# writes {"loads": number of loads, "reads": {prompt: times read}} to $READS_FILE
+COUNTING = f"""
+import atexit, json, os, sys
+sys.path.insert(0, {TESTS!r})
 import sqa.models.registry as R
-from sqa.models.base import ModelBase
-from sqa.types import ModelCapabilities
-
-READS, LOADS = Counter(), []
-
-
-class StateModel(ModelBase):
-    name = "fake-states"
-    capabilities = ModelCapabilities(hidden_states=True, hidden_size=16)
-
-    def hidden_states(self, prompts):
-        out = []
-        for p in prompts:
-            READS[str(p)] += 1
-            v = np.random.default_rng(zlib.crc32(str(p).encode())).normal(size=16).astype(np.float32)
-            out.append((v, float(v[0])))
-        return out
-
-
-def load(*a, **kw):
-    LOADS.append(a)
-    return StateModel()
-
-
-R.load_model = load
-atexit.register(lambda: open(os.environ["READS_FILE"], "w").write(json.dumps({"loads": len(LOADS), "reads": READS})))
+from helpers import StateModel
+MODEL, LOADS = StateModel(), []
+R.load_model = lambda *a, **kw: LOADS.append(a) or MODEL
+atexit.register(lambda: open(os.environ["READS_FILE"], "w").write(json.dumps({{"loads": len(LOADS), "reads": MODEL.reads}})))
 from sqa.cli import main
 sys.exit(main(sys.argv[1:]))
 """

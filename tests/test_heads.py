@@ -6,45 +6,19 @@ deterministic stand-in model (``helpers.FAKE_STATES_MODEL``), so no model file i
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers import FAKE_STATES_MODEL
+from helpers import fake_states_sqa as _sqa, train_args
 from sqa.facts.head import AnswerHead, FeatureSpec
 from sqa.types import HeadNotFound, SqaError
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _sqa(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SQA_HOME": str(home), "PYTHONPATH": str(REPO)}
-    env.pop("SQA_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-c", FAKE_STATES_MODEL, *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-
 
 def _train(home: Path, out: Path, index_dir, limit: int, *extra: str) -> subprocess.CompletedProcess:
-    r = _sqa(
-        home,
-        "eval",
-        "--split",
-        "train",
-        "--limit",
-        str(limit),
-        "--model",
-        "fake-states",
-        "--index-dir",
-        str(index_dir),
-        "--out",
-        str(out),
-        *extra,
-    )
+    r = _sqa(home, *train_args(limit, index_dir, out, "fake-states", *extra))
     assert r.returncode == 0, r.stderr[-3000:]
     return r
 
@@ -81,13 +55,13 @@ def test_a_trial_train_run_never_takes_over_from_a_head_fitted_on_more_questions
         "--split",
         "test",
         "--limit",
-        "3",
+        3,
         "--model",
         "fake-states",
         "--index-dir",
-        str(idx),
+        idx,
         "--out",
-        str(tmp_path / "dev3"),
+        tmp_path / "dev3",
     )
     assert r.returncode == 0 and f"answer head {big[0]} (fitted on {n_big} questions)" in " ".join(r.stderr.split())
     run = json.loads((tmp_path / "dev3" / "run.json").read_text())

@@ -7,44 +7,18 @@ from __future__ import annotations
 
 import json
 import lzma
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers import FAKE_STATES_MODEL, one_error_line
+from helpers import fake_states_sqa as _sqa, one_error_line, stored_features, train_args
 from sqa.facts.features import FactSettings
 from sqa.facts.prompt import QuestionFeatures
 from sqa.facts.sources import Fact
 from sqa.facts.store import FeaturesStore, made_with, settings_key, store_meta
 from sqa.types import SqaError, StoreMismatch
 
-REPO = Path(__file__).resolve().parent.parent
 SETTINGS = FactSettings(sentence_paragraphs=3)
-
-
-def _sqa(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SQA_HOME": str(home), "PYTHONPATH": str(REPO)}
-    env.pop("SQA_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-c", FAKE_STATES_MODEL, *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def _stored(home: Path) -> list[dict]:
-    return [
-        json.loads(x)
-        for f in sorted((home / "features").glob("*/*/*.jsonl"))
-        for x in f.read_text().splitlines()
-        if x.strip()
-    ]
 
 
 def _rec(qid: str, dim: int = 8, question: str | None = None) -> dict:
@@ -71,22 +45,9 @@ def test_a_dataset_question_reusing_a_qid_with_other_text_is_read_anew(tmp_path,
     with other settings (index); move the directory away"."""
     pytest.importorskip("sklearn", reason="scikit-learn (the models extra) fits the answer heads")
     home, idx = tmp_path / "home", gold_index.index_dir
-    r = _sqa(
-        home,
-        "eval",
-        "--split",
-        "train",
-        "--limit",
-        "12",
-        "--model",
-        "fake-states",
-        "--index-dir",
-        idx,
-        "--out",
-        tmp_path / "train",
-    )
+    r = _sqa(home, *train_args(12, idx, tmp_path / "train"))
     assert r.returncode == 0, r.stderr[-3000:]
-    before = _stored(home)
+    before = stored_features(home)
     assert len(before) == 12 and all(rec.get("made_with") for rec in before)
     head = json.loads(next((home / "heads").glob("fake-states.facts.*.json")).read_text())
     qid = head["provenance"]["fitted_qids"][0]
@@ -96,29 +57,14 @@ def test_a_dataset_question_reusing_a_qid_with_other_text_is_read_anew(tmp_path,
     )
     r = _sqa(home, "eval", "--dataset", ds, "--model", "fake-states", "--index-dir", idx, "--out", tmp_path / "moon")
     assert r.returncode == 0, r.stderr[-3000:]
-    after = _stored(home)
+    after = stored_features(home)
     assert len(after) == 13 and after[-1]["qid"] == qid and after[-1]["question"] == "Is the moon made of cheese?"
     trace = json.loads((tmp_path / "moon" / "traces.jsonl").read_text().splitlines()[0])
     original = next(rec for rec in before if rec["qid"] == qid)
     assert trace["facts"] == after[-1]["facts"] != original["facts"]
     assert json.loads((tmp_path / "moon" / "run.json").read_text())["answering"] == "cross-fitted"
 
-    line = one_error_line(
-        _sqa(
-            home,
-            "eval",
-            "--split",
-            "train",
-            "--limit",
-            "12",
-            "--model",
-            "fake-states",
-            "--index-dir",
-            tmp_path / "no-index",
-            "--out",
-            tmp_path / "train2",
-        )
-    )
+    line = one_error_line(_sqa(home, *train_args(12, tmp_path / "no-index", tmp_path / "train2")))
     assert "no-index" in line and "other settings" not in line and "move the directory" not in line, line
 
 
@@ -126,26 +72,12 @@ def test_too_few_questions_to_cross_fit_are_refused_before_reading(tmp_path, gol
     """Item 12: 0cf7775 read the 5 questions (147 s with the 1.5B model) and then said "got 1
     questions on 1 terms"; now nothing is read and the line says how many are needed."""
     home = tmp_path / "home"
-    r = _sqa(
-        home,
-        "eval",
-        "--split",
-        "train",
-        "--limit",
-        "5",
-        "--answering",
-        "out-of-fold",  # without it the cut is answered zero-shot (test_protocols.py)
-        "--model",
-        "fake-states",
-        "--index-dir",
-        gold_index.index_dir,
-        "--out",
-        tmp_path / "run",
-    )
+    # without --answering out-of-fold the cut is answered zero-shot (test_protocols.py)
+    r = _sqa(home, *train_args(5, gold_index.index_dir, tmp_path / "run", "fake-states", "--answering", "out-of-fold"))
     line = one_error_line(r)
     assert "--limit 5" in line and "or more" in line and "nothing was read" in line, line
     n = int(line.split("or more")[0].rsplit("--limit ", 1)[1])
-    assert n > 5 and _stored(home) == []
+    assert n > 5 and stored_features(home) == []
 
 
 def test_records_of_another_model_or_settings_are_refused_naming_file_line_and_field(tmp_path):
@@ -194,57 +126,23 @@ def test_import_checks_the_records_against_meta_and_names_a_damaged_xz(tmp_path,
     dump.mkdir()
     (dump / "meta.json").write_text(json.dumps(meta))
     (dump / "train-2061.jsonl").write_text(json.dumps(_rec("q1")) + "\n" + json.dumps(_rec("q2")) + "\n")
-    r = _sqa(
-        home,
-        "features",
-        "import",
-        dump / "train-2061.jsonl",
-        "--model",
-        "openai:ORG/NAME",
-        "--index-dir",
-        gold_index.index_dir,
-    )
+    served = ["--model", "openai:ORG/NAME", "--index-dir", gold_index.index_dir]
+    r = _sqa(home, "features", "import", dump / "train-2061.jsonl", *served)
     assert r.returncode == 0, r.stderr
     stored = home / "features" / stem / settings_key(SETTINGS)
-    assert [x["qid"] for x in _stored(home)] == ["q1", "q2"] and stored.is_dir()
+    assert [x["qid"] for x in stored_features(home)] == ["q1", "q2"] and stored.is_dir()
     # records of another store (another model's stamp) under this meta: refused, naming file:line and field
     bad = dump / "other.jsonl"
     bad.write_text(json.dumps({**_rec("q3"), "made_with": made_with(_meta("x"))}) + "\n")
-    line = one_error_line(
-        _sqa(
-            home,
-            "features",
-            "import",
-            bad,
-            "--meta",
-            dump / "meta.json",
-            "--model",
-            "openai:ORG/NAME",
-            "--index-dir",
-            gold_index.index_dir,
-        )
-    )
+    line = one_error_line(_sqa(home, "features", "import", bad, "--meta", dump / "meta.json", *served))
     assert f"{bad}:1: field 'made_with'" in line
     # a damaged .jsonl.xz: one line naming the file
     xz = dump / "train-2061.jsonl.xz"
     data = lzma.compress((json.dumps(_rec("q4")) + "\n").encode() * 50)
     xz.write_bytes(data[:40] + bytes(b ^ 0xFF for b in data[40:80]) + data[80:])
-    line = one_error_line(
-        _sqa(
-            home,
-            "features",
-            "import",
-            xz,
-            "--meta",
-            dump / "meta.json",
-            "--model",
-            "openai:ORG/NAME",
-            "--index-dir",
-            gold_index.index_dir,
-        )
-    )
+    line = one_error_line(_sqa(home, "features", "import", xz, "--meta", dump / "meta.json", *served))
     assert str(xz) in line and "not a readable .xz file" in line
-    assert [x["qid"] for x in _stored(home)] == ["q1", "q2"]  # nothing lost, nothing added
+    assert [x["qid"] for x in stored_features(home)] == ["q1", "q2"]  # nothing lost, nothing added
 
 
 def test_a_full_disk_and_a_damaged_meta_are_named_and_lose_nothing(tmp_path):
