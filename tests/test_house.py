@@ -258,3 +258,11 @@ def _cli_imports_of(code: str) -> list[tuple[str, str]]:
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(code)
     return _cli_imports(Path(f.name))
+
+
+def test_the_cli_is_a_thin_layer_of_at_most_1010_lines():
+    """Issue 39: ``sqa/cli/`` parses flags, calls the library and prints; what is not flag parsing
+    lives in the library (``sqa.api``, ``sqa.render``). At most 1,010 lines as ``ruff format``
+    writes them (30 % under the 1,443 of the issue's filing)."""
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in sorted((SQA / "cli").glob("*.py"))}
+    assert len(sizes) >= 5 and sum(sizes.values()) <= 1010, sizes

@@ -76,13 +76,22 @@ def build_index_dir(
     line (already built, files ``fresh`` deleted, the download's source); ``on_built(report)`` the
     report as soon as the build ends, before the checks below. Paragraphs whose
     evidence ID was seen before replace the earlier copy: one :class:`sqa.types.SqaWarning`.
-    Raises SqaError (one line) for an unreadable or empty corpus, another build holding the lock,
+    Raises SqaError (one line) for an unknown backend, ``commit_every`` or ``es_workers`` below 1,
+    a ``corpus_url`` without ``download``, an unreadable or empty corpus, another build holding the lock,
     a directory that is not an sqa index with ``fresh``, or paragraphs the backend rejected."""
     from sqa.indexing import build_index, read_manifest
     from sqa.indexing.build import CHECKPOINT, build_lock, remove_index
     from sqa.pipeline import open_index
     from sqa.types import SqaError
 
+    if backend not in ("embedded", "elasticsearch"):
+        raise BadInput(f"unknown backend {backend!r}; use one of embedded, elasticsearch")
+    if commit_every is not None and commit_every < 1:
+        raise BadInput(f"--commit-every must be at least 1 (got {commit_every})")
+    if es_workers < 1:
+        raise BadInput(f"--es-workers must be at least 1 (got {es_workers})")
+    if corpus_url is not None and not download:
+        raise BadInput("--corpus-url is for --corpus full")
     d = Path(index_dir).expanduser()
     if fresh:
         remove_index(d, dry_run=True)  # a directory that is not an sqa index: refused before anything is written

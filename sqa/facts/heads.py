@@ -178,3 +178,21 @@ def remove_head(name: str) -> Path:
         raise SqaError(f"{path}: no such head; `sqa heads list` shows the heads")
     path.unlink()
     return path
+
+
+def answering_paths(entries: list[HeadEntry]) -> set[Path]:
+    """The paths among ``entries`` (``list_heads``) of the heads that answer: per model, kind and
+    prompt form, the one :func:`choose_head` picks (none where it raises, e.g. a damaged user head)."""
+    from sqa.facts.reader import head_form
+    from sqa.models.registry import model_stem
+
+    out = set()
+    for e in entries:
+        if e.head is not None:
+            stem = model_stem(e.head.model)
+            kind = e.head.provenance.get("kind") or e.name[len(stem) + 1 :].split(".")[0]
+            try:
+                out.add(choose_head(stem, kind, "", head_form(e.head)).path)
+            except SqaError:
+                pass
+    return out

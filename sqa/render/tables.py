@@ -114,3 +114,71 @@ def print_comparison(comparison, console: Console | None = None) -> None:
                 f"higher in B {r['higher_b']}",
                 highlight=False,
             )
+
+
+def run_table(run) -> Table | None:
+    """The metrics table of a finished :func:`sqa.evaluate` run (``sqa.eval.results.Run``): n,
+    Accuracy, the majority baseline, Accuracy at coverage, Recall@10 / SARI where defined, ECE and
+    seconds per question; for an out-of-fold run its interval, AUC and the heads without the
+    demonstrations. None when the run has no metrics yet."""
+    m, o = run.metrics, run.options
+    if not m:
+        return None
+    if "out_of_fold" in m:
+        rows = {
+            "n": m["n"],
+            "Accuracy": m["Accuracy"],
+            "95 % interval": "–".join(f"{v:.4f}" for v in m["Accuracy_interval95"] or []),
+            "AUC": m["AUC"],
+            "majority (always no)": m["majority_baseline"]["Accuracy"],
+            "Recall@10": m["Recall@10"],
+            "ECE": m["ECE"],
+        }
+        for kind, v in m["out_of_fold"]["without_demonstrations"].items():
+            rows[f"{kind} head, without the demonstrations (n={v['n']})"] = v["accuracy"]
+        return metrics_table(rows, f"sqa eval {o['split']} (facts reader, {m['out_of_fold']['scheme']})")
+    from sqa.eval.report import has_recall, has_steps
+
+    rows = {"n": m["n"], "Accuracy": m["Accuracy"]}
+    if d := m.get("demonstrations"):  # the facts reader's demonstration questions, answered with their answers shown
+        rows[f"without the {d['n']} demonstrations (n={d['without_demonstrations']['n']})"] = d[
+            "without_demonstrations"
+        ]["Accuracy"]
+    rows["majority (always no)"] = m["majority_baseline"]["Accuracy"]
+    for a in (m.get("accuracy_at_coverage") or {}).get("at", [])[:2]:
+        rows[f"Accuracy at {a['coverage']:.0%} coverage"] = a["Accuracy"]
+    if has_recall(m):
+        rows["Recall@10"] = m["Recall@10"]
+    if has_steps(m) and m["SARI"] is not None:
+        rows["SARI"] = m["SARI"]
+    rows.update({"ECE": m["ECE"], "seconds/question": m["seconds_per_question"]})
+    oracle = f", ORACLE {o['oracle']}" if o["oracle"] else ""
+    zero = ", zero-shot: the model's own P(yes), uncalibrated" if m.get("answering") == "zero-shot" else ""
+    title = f"sqa eval {m.get('protocol') or o['split']} ({o['reader']}{oracle}, {o['decomposition']}{zero})"
+    return metrics_table(rows, title)
+
+
+def run_line(run) -> str:
+    """The one summary line of a :func:`sqa.evaluate` run: its state, questions done, where it is, its files."""
+    files = ", ".join(p.name for p in run.files)
+    m = run.metrics
+    if m and "out_of_fold" in m:
+        return f"complete: {run.done}/{run.total} questions, {m['out_of_fold']['scheme']} -> {run.path} ({files})"
+    state = "interrupted" if run.interrupted else ("complete" if run.complete else "incomplete")
+    return f"{state}: {run.done}/{run.total} questions ({run.new} new) -> {run.path} ({files})"
+
+
+def heads_table(entries) -> Table:
+    """The answer heads (``sqa.facts.heads.list_heads``): name, yours or the package's, model,
+    questions fitted on, and whether it answers (``sqa.facts.heads.answering_paths``)."""
+    from sqa.facts.heads import answering_paths
+
+    answering = answering_paths(entries)
+    t = Table("name", "where", "model", "questions", "answers", title="answer heads")
+    for e in entries:
+        where = "package" if e.shipped else "yours"
+        if e.head is None:
+            t.add_row(e.name, where, "?", "?", f"damaged: {e.problem[:60]}")
+        else:
+            t.add_row(e.name, where, e.head.model, f"{e.n:,}", "yes" if e.path in answering else "")
+    return t

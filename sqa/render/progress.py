@@ -1,0 +1,183 @@
+"""Progress drawers (rich, on a Console: a bar with rate and ETA on a terminal, plain lines in a
+log) for the library's long jobs, each passed as the job's ``progress`` callback and used as a
+context manager: :class:`EvalProgress` for :func:`sqa.evaluate` (its out-of-fold events included),
+:class:`IndexProgress` for ``Index.build`` / ``sqa.api.index.build_index_dir``,
+:class:`RetrievalProgress` for ``sqa.api.retrieval.run_retrieval_eval``."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+
+class _RateColumn(ProgressColumn):
+    """Questions per second over the whole session (rich's own speed window is too short when one
+    batch takes minutes on CPU)."""
+
+    def render(self, task) -> Text:
+        speed = task.speed
+        return Text(f"{speed:.3f} q/s" if speed else "– q/s", style="progress.data.speed")
+
+
+class _Drawer:
+    progress: Progress
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+
+class EvalProgress(_Drawer):
+    """:func:`sqa.evaluate`'s ``progress`` callback on ``console`` (stderr): a bar of questions with
+    the rate over this session, elapsed time, ETA, running Accuracy and a served model's calls and
+    tokens; an out-of-fold run's events (``sqa.eval.oof.OofProgress``) go to :class:`OofDrawer`.
+    ``label``: the question set's name shown on the bar."""
+
+    def __init__(self, console: Console, label: str):
+        cols = (TextColumn("[bold]eval {task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn())
+        cols += (TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[acc]}"))
+        # speed over the whole session; no bar frame in logs
+        self.progress = Progress(
+            *cols, console=console, speed_estimate_period=24 * 3600.0, disable=not console.is_terminal
+        )
+        self.oof, self.label, self.task = OofDrawer(console), label, None
+
+    def __exit__(self, *exc) -> None:
+        self.oof.__exit__(*exc)
+        super().__exit__(*exc)
+
+    def __call__(self, p) -> None:
+        from sqa.eval.oof import OofProgress
+
+        if isinstance(p, OofProgress):  # an out-of-fold run's event
+            return self.oof(p)
+        acc = f"acc {p.accuracy:.3f} ({p.correct}/{p.scored})" if p.accuracy is not None else ""
+        if p.cost:  # a served model: calls sent / from the response cache, tokens (sqa.models.served_cache)
+            c = p.cost
+            tokens = (c["prompt_tokens"] + c["completion_tokens"]) / 1000
+            acc += f"  calls {c['calls_sent']:,} (+{c['calls_cached']:,} cached), {tokens:.1f}k tok"
+        if self.task is None:  # start at what earlier sessions did, so the rate counts this session only
+            self.task = self.progress.add_task(self.label, total=p.total, completed=p.done, acc=acc)
+        self.progress.update(self.task, completed=p.done, acc=acc)
+
+
+class OofDrawer:
+    """The ``progress`` callback of an out-of-fold run on a rich Console (stderr): a spinner while
+    the model loads, a bar with seconds per question and ETA while features are read (a line every
+    25 questions when stderr is no terminal), each cross-fitting line. Use as a context manager."""
+
+    def __init__(self, err: Console):
+        self.err, self.status, self.bar, self.task, self.first = err, None, None, None, None
+
+    def __enter__(self) -> "OofDrawer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def __call__(self, p) -> None:
+        err = self.err
+        if p.stage == "loading":
+            self.status = err.status(p.message)
+            self.status.start()
+            return
+        self._stop()
+        if p.stage != "features":
+            if self.bar is not None:
+                self.bar.stop()
+                self.bar = None
+            err.print(p.message, soft_wrap=True)  # a log keeps each path whole
+            return
+        if self.bar is None:
+            cols = (TextColumn("[bold]features"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
+            cols += (TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+            self.bar = Progress(*cols, console=err, disable=not err.is_terminal)
+            self.bar.start()
+            self.task = self.bar.add_task("features", total=p.total, completed=p.done, rate="")
+            self.first = p.done
+            return
+        per = p.seconds_per_question or 0.0
+        self.bar.update(self.task, completed=p.done, rate=f"{per:.1f} s/q")
+        n, need = p.done - self.first, p.total - self.first
+        if not err.is_terminal and (n % 25 == 0 or n == need):  # logs get a line now and then
+            err.print(f"features {p.done}/{p.total} ({per:.1f} s/question, ETA {(need - n) * per / 60:.0f} min)")
+        if p.done == p.total:
+            self.bar.stop()
+            self.bar = None
+
+
+class IndexProgress(_Drawer):
+    """An index build's ``progress`` callback on ``console``: a bar per corpus file (bytes read,
+    paragraphs indexed and their rate) and for the full corpus's download and gzip check
+    (``sqa.api.index.BuildProgress`` / ``FetchProgress``); :meth:`skip` is its ``on_skip``: a
+    line for each of the first 20 malformed lines skipped, then one saying more were."""
+
+    def __init__(self, console: Console, disable: bool = False):
+        cols = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TextColumn("{task.fields[info]}"),
+        )
+        cols += (TimeElapsedColumn(), TimeRemainingColumn())
+        self.progress = Progress(*cols, console=console, disable=disable)
+        self.console, self.tasks, self.skipped = console, {}, 0
+
+    def skip(self, path: str, line: int, reason: str) -> None:
+        """One malformed line skipped at ``path:line`` for ``reason``."""
+        self.skipped += 1
+        if self.skipped <= 20:
+            self.console.print(f"[yellow]skipped[/] {path}:{line}: {reason}", markup=True, highlight=False)
+        elif self.skipped == 21:
+            self.console.print("[yellow]more malformed lines skipped; the count is in the summary[/]")
+
+    def __call__(self, p) -> None:
+        from pathlib import Path
+
+        from sqa.api.index import BuildProgress
+
+        build = isinstance(p, BuildProgress)  # else the full corpus's download (FetchProgress)
+        key = ("build", p.file_index) if build else p.phase
+        if key not in self.tasks:
+            desc = Path(p.file).name if build else "download" if p.phase == "download" else "check gzip"
+            self.tasks[key] = self.progress.add_task(desc, total=p.file_bytes if build else p.total, info="")
+        if build:
+            rate = p.indexed / p.seconds if p.seconds else 0.0
+            info = f"{p.indexed:>12,} paragraphs  {rate:>8,.0f}/s"
+            self.progress.update(self.tasks[key], completed=p.bytes_read, info=info)
+        else:
+            self.progress.update(self.tasks[key], completed=p.done, total=p.total)
+
+
+class RetrievalProgress(_Drawer):
+    """``run_retrieval_eval``'s ``(done, total)`` callback: a transient bar with questions per second."""
+
+    def __init__(self, console: Console):
+        cols = (TextColumn("retrieving"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
+        self.progress = Progress(*cols, TimeRemainingColumn(), console=console, transient=True)
+        self.task = self.progress.add_task("retrieval", total=None, rate="")
+        self.start = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        rate = f"{done / max(time.perf_counter() - self.start, 1e-9):.1f} q/s"
+        self.progress.update(self.task, completed=done, total=total, rate=rate)
