@@ -132,3 +132,15 @@ def test_apply_chat_template_in_process_reads_what_the_server_reads_over_chat(ll
     for d in ("local", "served"):
         run = json.loads((tmp_path / d / "run.json").read_text())
         assert run["options"]["prompt_form"] == "chat" and run["answering"] == "zero-shot"
+
+
+def test_a_continued_message_echoed_whole_is_cut_to_its_continuation():
+    """llama.cpp's llama-server returns a continued final assistant message whole (the prefill
+    included: measured on the build llama-cpp-python 0.3.36 vendors); vLLM returns the continuation
+    only. Either way the steps reader gets the continuation."""
+    from sqa.models.served_read import strip_prefill
+
+    reply = "1, 2, 3, 4, 5, 6, 7, 8,"
+    assert strip_prefill(reply + " 9,", reply) == " 9,"  # llama-server
+    assert strip_prefill(" 9,", reply) == " 9,"  # vLLM
+    assert strip_prefill("anything", "") == "anything"

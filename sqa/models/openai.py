@@ -349,6 +349,8 @@ class OpenAIModel(LoadRecord, LoadProbes, ModelBase):
             out = R.generated_text(
                 self._request(self.endpoint, self._body(self.endpoint, p, max_tokens, 0, stop)), self.endpoint
             )
+            if self.endpoint == "chat" and not isinstance(p, str) and self.prefill != "turns":
+                out = R.strip_prefill(out, p.reply)
             cut = min((out.find(s) for s in stop if s and s in out), default=-1)
             return out[:cut] if cut >= 0 else out
 

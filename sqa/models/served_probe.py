@@ -153,7 +153,7 @@ class LoadProbes:
                 continue
             except s._openai.APIStatusError as e:
                 raise s.error(e, at_load=True) from None
-            if R.generated_text(r, "chat").strip().startswith("9"):
+            if R.strip_prefill(R.generated_text(r, "chat"), PREFILL_PROBE.reply).strip().startswith("9"):
                 return mode
         return "turns"
 

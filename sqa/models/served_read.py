@@ -95,6 +95,14 @@ def generated_text(resp, endpoint: str) -> str:
     return text if isinstance(text, str) else ""
 
 
+def strip_prefill(text: str, reply: str) -> str:
+    """The continuation alone of a final assistant message ``reply`` continued over chat: llama.cpp's
+    ``llama-server`` (the build vendored by llama-cpp-python 0.3.36) returns the whole message, the
+    prefilled ``reply`` included, where vLLM returns only what was generated (its logprobs cover the
+    generated tokens only, either way); ``text`` without that leading ``reply``."""
+    return text[len(reply) :] if reply and text.startswith(reply) else text
+
+
 def opens_thinking(positions: list[tuple[str, dict]], text: str = "", resp=None) -> bool:
     """Whether the answer starts with a thinking block (first token ``<think>``, or a
     ``reasoning_content`` field from a server that splits the thinking off)."""
