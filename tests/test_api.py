@@ -147,6 +147,52 @@ def test_index_build_is_resumable_searches_and_gets(tmp_path, capsys):
         sqa.Index.build(corpus="tiny", path=tmp_path / "x")
 
 
+def test_an_index_is_built_already_for_the_same_corpus_content_at_another_path(tmp_path):
+    """The "already built" check compares the corpus's content (sizes + sha256), not where its
+    files lie: a moved copy of the corpus (a moved checkout or venv) opens the index as it is; the
+    same size with other bytes, or an older manifest's other path, builds again."""
+    import json
+    import shutil
+
+    import sqa
+    from helpers import real_lines
+    from sqa.api.index import build_index_dir
+    from sqa.indexing import read_manifest
+
+    first = tmp_path / "a" / "c.jsonl"
+    first.parent.mkdir()
+    first.write_text("\n".join(real_lines(200)) + "\n", encoding="utf-8")
+    idx = tmp_path / "idx"
+    sqa.Index.build(corpus=[first], path=idx).close()
+    built = read_manifest(idx)
+    assert [c["bytes"] for c in built["corpus_content"]] == [first.stat().st_size]
+    assert built["corpus_files"] == [str(first.resolve())]  # informational: where they were
+    moved = tmp_path / "b" / "renamed.jsonl"
+    moved.parent.mkdir()
+    shutil.copyfile(first, moved)
+    shutil.rmtree(first.parent)  # the old checkout is gone
+    notes = []
+    assert build_index_dir([moved], idx, on_note=notes.append) is None
+    assert "already built" in notes[0] and read_manifest(idx) == built
+    # the same size, other bytes: a different corpus, built again (paragraphs of the same IDs replaced)
+    text = moved.read_text(encoding="utf-8")
+    moved.write_text(text.replace("a", "b", 1) if "a" in text else text.replace("e", "f", 1), encoding="utf-8")
+    assert moved.stat().st_size == built["corpus_content"][0]["bytes"]
+    notes.clear()
+    with pytest.warns(sqa.SqaWarning, match="evidence ID seen before"):
+        report = build_index_dir([moved], idx, on_note=notes.append)
+    assert (
+        report is not None
+        and not notes
+        and read_manifest(idx)["corpus_content"][0]["sha256"] != (built["corpus_content"][0]["sha256"])
+    )
+    # a manifest written before corpus_content: compared by path as then (the same path: built)
+    m = read_manifest(idx)
+    del m["corpus_content"]
+    (idx / "manifest.json").write_text(json.dumps(m), encoding="utf-8")
+    assert build_index_dir([moved], idx) is None
+
+
 def test_reader_asks_and_evaluate_writes_a_resumable_run(tmp_path, gold_index):
     """The steps preset over the gold index with a scripted model: ask, ask_many, evaluate on 3 dev
     questions into a run folder, the same call again answers nothing new; score agrees."""

@@ -66,7 +66,8 @@ def build_index_dir(
 ):
     """Build (or resume building) the index of ``files`` in ``index_dir``; the driver of
     ``sqa index`` and :meth:`Index.build`. Returns the ``sqa.indexing.build.BuildReport``, or None
-    when the same files are already indexed there (``on_note`` says so; ``fresh`` rebuilds).
+    when a corpus of the same content is already indexed there, wherever its files lie now
+    (``sqa.indexing.manifest.same_corpus``: sizes and sha256; ``on_note`` says so; ``fresh`` rebuilds).
 
     ``name``: the corpus name recorded in the manifest; ``download``: fetch the full corpus first
     (``corpus_url``, default ``$SQA_CORPUS_URL`` or the StrategyQA release; resumable).
@@ -80,6 +81,7 @@ def build_index_dir(
     a ``corpus_url`` without ``download``, an unreadable or empty corpus, another build holding the lock,
     a directory that is not an sqa index with ``fresh``, or paragraphs the backend rejected."""
     from sqa.indexing import build_index, read_manifest
+    from sqa.indexing.manifest import same_corpus
     from sqa.indexing.build import CHECKPOINT, build_lock, remove_index
     from sqa.pipeline import open_index
     from sqa.types import SqaError
@@ -106,11 +108,10 @@ def build_index_dir(
                     f"entries (e.g. {kept[0].name})"
                 )
         manifest = read_manifest(d)
-        resolved = [str(Path(f).expanduser().resolve()) for f in files]
         if (
             manifest
-            and manifest.get("corpus_files") == resolved
             and manifest.get("backend") == backend
+            and same_corpus(manifest, files)  # by content: the same corpus at another path is built already
             and not (d / CHECKPOINT).exists()
         ):
             rejected = manifest.get("es_item_errors") or manifest.get("paragraphs_rejected") or 0
@@ -227,7 +228,8 @@ class Index:
         ``corpus``: ``"mini"`` (159,930 paragraphs: a few minutes on 2 cores), ``"strategyqa"``
         (9,251 gold paragraphs), ``"full"`` (36.6M, downloaded first) or corpus file paths (see
         :func:`corpus_files`). Resumable: calling it again after an interruption continues from
-        the last checkpoint, and on a finished index of the same files it only opens it.
+        the last checkpoint, and on a finished index of a corpus with the same content (wherever its
+        files lie now: a moved checkout or venv) it only opens it.
         ``progress`` gets a ``sqa.indexing.build.BuildProgress`` (file, bytes read, paragraphs
         indexed, seconds) after every batch; malformed lines are skipped and counted (``strict``:
         raise :class:`sqa.types.BadInput`-like SqaError instead); ``fresh`` deletes the index

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from sqa.indexing.manifest import MANIFEST, corpus_id, read_manifest  # noqa: F401  (read_manifest re-exported)
+from sqa.indexing.manifest import MANIFEST, corpus_content, corpus_id, read_manifest  # noqa: F401  (read_manifest re-exported)
 from sqa.indexing.corpus import ReadStats, read_corpus
 from sqa.indexing.resume import check_final_count, json_file as _json_file, lost_since_checkpoint, session_start
 from sqa.jsonio import write_json_atomic
@@ -444,7 +444,8 @@ def _build(
         "backend": backend.name,
         "preset": preset,
         "corpus": f"preset:{preset}" if preset else corpus_id(files),
-        "corpus_files": files,
+        "corpus_files": files,  # where they were: informational (sqa.indexing.manifest.same_corpus)
+        "corpus_content": corpus_content(files),
         "paragraphs_read": report.read,
         "paragraphs_skipped": report.skipped,
         "paragraph_count": report.count,

@@ -92,3 +92,50 @@ def index_identity(manifest: dict | None, backend: str) -> dict:
         "bm25": m.get("bm25", defaults.get("bm25")),
         "schema_version": m.get("schema_version", defaults.get("schema_version")),
     }
+
+
+def corpus_content(files: Sequence[str | Path]) -> list[dict]:
+    """What the corpus files hold, wherever they are: ``[{"name", "bytes", "sha256", "mtime_ns"}]``
+    in order (``sqa.hashing.file_sha256``; the 29 MB of the mini corpus in well under a second).
+    The manifest records it (``corpus_content``) and :func:`same_corpus` compares it. Raises
+    OSError for a missing file."""
+    from sqa.hashing import file_sha256
+
+    out = []
+    for f in files:
+        st = Path(f).stat()
+        out.append({"name": Path(f).name, "bytes": st.st_size, "sha256": file_sha256(f), "mtime_ns": st.st_mtime_ns})
+    return out
+
+
+def same_corpus(manifest: dict, files: Sequence[str | Path]) -> bool:
+    """Whether ``manifest``'s index was built from a corpus with the same content as ``files``:
+    the same number of files, each of the recorded size and sha256 (``corpus_content``), wherever
+    the files lie now (a moved checkout or venv, another machine). A file at its recorded path
+    with its recorded size and mtime is not read again (as make and rsync judge a file unchanged:
+    the 36.6M-paragraph corpus is gigabytes); one missing at its recorded path counts as the same
+    (the full corpus's download may be removed once indexed). A manifest written before
+    ``corpus_content`` was recorded is compared by the files' absolute paths, as it was then."""
+    paths = [str(Path(f).expanduser().resolve()) for f in files]
+    recorded = manifest.get("corpus_content")
+    if not isinstance(recorded, list):
+        return manifest.get("corpus_files") == paths
+    if len(recorded) != len(paths):
+        return False
+    where = manifest.get("corpus_files") or [None] * len(paths)
+    for path, was, rec in zip(paths, where, recorded):
+        p = Path(path)
+        if not p.exists():
+            if path != was:
+                return False
+            continue
+        st = p.stat()
+        if st.st_size != rec.get("bytes"):
+            return False
+        if path == was and st.st_mtime_ns == rec.get("mtime_ns"):
+            continue
+        from sqa.hashing import file_sha256
+
+        if file_sha256(p) != rec.get("sha256"):
+            return False
+    return True
