@@ -33,6 +33,13 @@ def _check_shape(obj: dict, question: str) -> None:
         assert isinstance(s["step"], str) and isinstance(s["evidence"], list)
 
 
+def _ask_steps(gold_index, *extra: str) -> int:
+    """``sqa ask "Was Steve Jobs born before 1960?" --reader steps --k 3 EXTRA`` on the gold index,
+    in this process (the ``scripted`` model reads); returns the exit status."""
+    q = "Was Steve Jobs born before 1960?"
+    return main(["ask", q, "--reader", "steps", "--k", "3", *extra, "--index-dir", str(gold_index.index_dir)])
+
+
 def test_ask_json_shape(gold_index, scripted, capsys):
     q = load_questions("dev")[0].question
     rc = main(["ask", q, "--json", "--preset", "steps", "--index-dir", str(gold_index.index_dir)])
@@ -52,18 +59,7 @@ def test_ask_steps_averages_three_readings(gold_index, scripted, capsys):
     sigmoid((logit 0.9 + 2 logit 0.2) / 3) = 0.452 -> No with confidence 0.548."""
     import math
 
-    rc = main(
-        [
-            "ask",
-            "Was Steve Jobs born before 1960?",
-            "--reader",
-            "steps",
-            "--k",
-            "3",
-            "--index-dir",
-            str(gold_index.index_dir),
-        ]
-    )
+    rc = _ask_steps(gold_index)
     out = capsys.readouterr().out
     assert rc == 0
     z = (math.log(0.9 / 0.1) + 2 * math.log(0.2 / 0.8)) / 3
@@ -72,37 +68,14 @@ def test_ask_steps_averages_three_readings(gold_index, scripted, capsys):
     flat = " ".join(out.split())  # rich wraps the line at the terminal's width
     assert "transcript 0.90" in flat and "direct 0.20" in flat and "plain 0.20" in flat
     assert "(the model's own, uncalibrated: transcript" in flat  # no answer head reads them (issue 42)
-    rc = main(
-        [
-            "ask",
-            "Was Steve Jobs born before 1960?",
-            "--reader",
-            "steps",
-            "--k",
-            "3",
-            "--json",
-            "--index-dir",
-            str(gold_index.index_dir),
-        ]
-    )
+    rc = _ask_steps(gold_index, "--json")
     obj = json.loads(capsys.readouterr().out)
     assert obj["answer"] is False and obj["confidence"] == pytest.approx(1 - p, abs=1e-6)
     assert obj["calibrated"] is False
 
 
 def test_ask_tree(gold_index, scripted, capsys):
-    rc = main(
-        [
-            "ask",
-            "Was Steve Jobs born before 1960?",
-            "--reader",
-            "steps",
-            "--k",
-            "3",
-            "--index-dir",
-            str(gold_index.index_dir),
-        ]
-    )
+    rc = _ask_steps(gold_index)
     out = capsys.readouterr().out
     assert rc == 0
     assert "Who founded #0 Apple?" in out and "ANSWER1" in out and "No" in out and "P(yes)=0.45" in out

@@ -387,6 +387,13 @@ def test_settings_of_a_load_killed_midway_are_restored_by_the_next_run(es_index,
         be2.close()
 
 
+def _es_index_cli(es_index: str, corpus, index_dir: Path, *extra: str) -> int:
+    """``sqa index --backend elasticsearch --es-index ES_INDEX --corpus CORPUS --index-dir INDEX_DIR
+    EXTRA`` in this process; returns the exit status."""
+    args = ["--es-index", es_index, "--corpus", str(corpus), "--index-dir", str(index_dir), *extra]
+    return main(["index", "--backend", "elasticsearch", *args])
+
+
 @pytest.mark.es
 def test_rejected_paragraphs_are_counted_and_fail_the_cli(es_index, small_corpus, tmp_path, capsys):
     corpus, ids = small_corpus
@@ -395,19 +402,7 @@ def test_rejected_paragraphs_are_counted_and_fail_the_cli(es_index, small_corpus
     lines = corpus.read_text(encoding="utf-8").splitlines()[:20]
     lines.insert(5, json.dumps({"title": long_title, "para_id": 1, "para": "text"}))
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    code = main(
-        [
-            "index",
-            "--backend",
-            "elasticsearch",
-            "--es-index",
-            es_index,
-            "--corpus",
-            str(bad),
-            "--index-dir",
-            str(tmp_path / "idx"),
-        ]
-    )
+    code = _es_index_cli(es_index, bad, tmp_path / "idx")
     cap = capsys.readouterr()
     assert code == 2
     assert "paragraphs read 21" in cap.out and "in index 20" in cap.out
@@ -415,19 +410,7 @@ def test_rejected_paragraphs_are_counted_and_fail_the_cli(es_index, small_corpus
     m = read_manifest(tmp_path / "idx")
     assert m["es_item_errors"] == 1 and m["paragraph_count"] == 20
     # the same command again must not call the failed build "already built"
-    code = main(
-        [
-            "index",
-            "--backend",
-            "elasticsearch",
-            "--es-index",
-            es_index,
-            "--corpus",
-            str(bad),
-            "--index-dir",
-            str(tmp_path / "idx"),
-        ]
-    )
+    code = _es_index_cli(es_index, bad, tmp_path / "idx")
     err = capsys.readouterr().err
     assert code == 2 and "already built" not in err
     assert "1 paragraphs were rejected" in err and "--fresh" in err and err.count("\n") == 1
@@ -442,22 +425,7 @@ def test_an_evidence_id_twice_in_the_input_keeps_one_copy_and_is_counted(es_inde
     dups = tmp_path / "dups.jsonl"
     dups.write_text("\n".join(lines) + "\n", encoding="utf-8")
     d = tmp_path / "idx"
-    assert (
-        main(
-            [
-                "index",
-                "--backend",
-                "elasticsearch",
-                "--es-index",
-                es_index,
-                "--corpus",
-                str(dups),
-                "--index-dir",
-                str(d),
-            ]
-        )
-        == 0
-    )
+    assert _es_index_cli(es_index, dups, d) == 0
     cap = capsys.readouterr()
     assert "paragraphs read 31, indexed 31, skipped (malformed) 0, in index 30, duplicates replaced 1" in cap.out
     assert "1 paragraphs had an evidence ID seen before" in cap.err
@@ -480,20 +448,7 @@ def test_fresh_never_deletes_an_index_sqa_did_not_create(es_env, tmp_path, capsy
         es.indices.create(index=name, mappings={"properties": {"invoice": {"type": "keyword"}}})
         es.index(index=name, id="1", document={"invoice": "A-17"}, refresh=True)
         for extra in (["--fresh"], []):
-            code = main(
-                [
-                    "index",
-                    "--corpus",
-                    "strategyqa",
-                    "--backend",
-                    "elasticsearch",
-                    "--es-index",
-                    name,
-                    "--index-dir",
-                    str(tmp_path / "idx"),
-                    *extra,
-                ]
-            )
+            code = _es_index_cli(name, "strategyqa", tmp_path / "idx", *extra)
             err = capsys.readouterr().err
             assert code == 2 and f"'{name}' was not created by sqa" in err and err.count("\n") == 1
         assert es.count(index=name)["count"] == 1 and es.get(index=name, id="1")["_source"] == {"invoice": "A-17"}
