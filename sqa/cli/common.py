@@ -37,7 +37,7 @@ AliasOpt = Annotated[bool, opt("--allow-model-alias", key="alias", show_default=
 ChatTemplateOpt = Annotated[Optional[Path], opt("--chat-template", key="chat_template")]
 ApplyChatTemplateOpt = Annotated[bool, opt("--apply-chat-template", key="apply_chat_template", show_default=True)]
 PresetOpt = Annotated[Optional[str], opt("--preset", key="preset")]
-JsonOpt = Annotated[bool, opt("--json", help="Print the result as one JSON object.")]
+JsonOpt = Annotated[bool, opt("--json", help="Print the result as one JSON object.", show_default=True)]
 
 
 def served_options(base_url, api: str = "auto", allow_model_alias: bool = False):

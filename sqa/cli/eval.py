@@ -158,9 +158,9 @@ def score_command(
     predictions: Annotated[Path, typer.Argument(help=HELP["predictions"])],
     split: Annotated[Str, opt("--split", help=HELP["score_split"])] = None,
     allow_missing: Annotated[
-        bool, opt("--allow-missing", help="Score only the predicted questions of the split.")
+        bool, opt("--allow-missing", help="Score only the predicted questions of the split.", show_default=True)
     ] = False,
-    as_json: Annotated[bool, opt("--json", help="Print the scores as a JSON object.")] = False,
+    as_json: Annotated[bool, opt("--json", help="Print the scores as a JSON object.", show_default=True)] = False,
 ) -> None:
     """Score a leaderboard-format predictions file with the official metrics (Accuracy, SARI, Recall@10)."""
     from sqa.api.questions import score

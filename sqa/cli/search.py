@@ -18,7 +18,7 @@ def search_command(
     query: Annotated[str, typer.Argument(help="Free-text query.")],
     k: Annotated[int, opt("-k", "--k", help="Number of paragraphs (top-k).", show_default=True)] = 10,
     as_json: Annotated[
-        bool, opt("--json", help="Print a JSON list of {evidence_id, score, title, section, text}.")
+        bool, opt("--json", help="Print a JSON list of {evidence_id, score, title, section, text}.", show_default=True)
     ] = False,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
