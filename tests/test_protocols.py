@@ -173,6 +173,16 @@ def test_a_train_cut_too_small_to_cross_fit_is_answered_zero_shot_with_its_demon
     assert html.count("demonstration: its answer is in the facts reader's prompt (leaked)") == 4
     assert "Accuracy without demonstrations" in html
 
+    # without --out, the run folder is named by the protocol (as sqa eval --preset A,B names it)
+    r = subprocess.run(
+        [sys.executable, "-c", STAND_IN, "eval", "--protocol", "train-first-500", "--limit", "5", "--model",
+         "fake-states", "--index-dir", str(gold_index.index_dir)],
+        env={**__import__("os").environ, "SQA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)},
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "runs/eval/train-first-500-facts-fake-states/run.json").read_text())["protocol"]
+
     # required out-of-fold, the same cut is refused in one line naming a cut that can be cross-fitted
     r = _stand_in_eval(
         tmp_path, gold_index, "--protocol", "train-first-500", "--limit", "5", "--answering", "out-of-fold",

@@ -76,7 +76,7 @@ def evaluate(
     on_note: Callable[[str], None] = lambda s: None,
 ) -> Run:
     """Answer the questions of ``split`` with ``reader`` (an :class:`sqa.Reader`) into the run
-    folder ``out`` (default ``runs/eval/<split>-<reader>-<model>``) and return the
+    folder ``out`` (default ``runs/eval/<split or protocol>-<reader>-<model>``) and return the
     :class:`sqa.eval.results.Run` (``metrics``: Accuracy with its 95 % interval, Recall@10, SARI,
     ECE, ...; ``predictions``: the leaderboard file).
 
@@ -122,6 +122,8 @@ def evaluate(
 
         check_features_file(features_cache)
     qs = run_questions(split or "dev", limit, strict)
+    if protocol is not None:  # the default run folder is named by it, as sqa eval --preset A,B names it
+        qs.stem = protocol
     protocol = protocol if protocol is not None else protocol_of(qs.split, len(qs.questions))
     decomposition = decomposition or preset.decomposition
     if answering not in ANSWERING:

@@ -13,8 +13,9 @@ from sqa.eval.rundir import RUN_FILE
 
 
 def default_run_dir(stem: str, tag: str, model: str) -> Path:
-    """``runs/eval/<stem>-<tag>-<model>`` (relative to the working directory): ``stem`` the split
-    or the dataset file's stem, ``tag`` the reader and protocol (``facts``, ``facts-oof``,
+    """``runs/eval/<stem>-<tag>-<model>`` (relative to the working directory): ``stem`` the split,
+    the named protocol given (``--protocol``) or the dataset file's stem, ``tag`` the reader and
+    how it answers (``facts``, ``facts-oof``,
     ``predicted-noretrieval``, ...), ``model`` the last path part of a local model (a ``.gguf``
     file or a checkpoint directory), else the whole name, with characters outside
     ``[A-Za-z0-9._-]`` replaced by ``_`` (``openai:Org/Name`` -> ``openai_Org_Name``)."""
