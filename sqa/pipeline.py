@@ -218,7 +218,10 @@ def build_reader(
             check_head_states(head, name if isinstance(model, str) else model)
             lm = load_model(model, **model_kw) if isinstance(model, str) else model
             if head is not None:
+                from sqa.facts.heads import check_served_head
+
                 head.check_model(model_stem(name), model_sha256(lm))
+                check_served_head(head, lm)  # other weights behind a served name: refused
             from sqa.paths import sqa_home
 
             reader = FactsReader(

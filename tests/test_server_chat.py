@@ -307,6 +307,46 @@ def test_other_weights_behind_the_same_url_are_found_at_the_first_miss(standin, 
         helpers.standin_log_odds = orig
 
 
+def test_features_and_heads_of_other_weights_under_the_same_name_are_refused(standin, tmp_path):
+    """A served train run records the served identity (fingerprint, its reads, endpoint) in the
+    features store's meta.json and in its heads' provenance; the same weights reuse both (the train
+    run again reads nothing, ``sqa ask`` answers with the head); other weights served under the same
+    name are refused in one line each, naming both fingerprints and the command that builds heads."""
+    import helpers
+
+    s = standin()
+    train = ["eval", "--split", "train", "--limit", 30, "--preset", "no-retrieval", "--model", "openai:fake-reader"]
+    r = run_sqa([*train, "--base-url", s.url, "--out", tmp_path / "train"], env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    home = Path(__import__("os").environ["SQA_HOME"])
+    (meta,) = (home / "features").rglob("meta.json")
+    served = json.loads(meta.read_text())["served"]
+    fp = served["fingerprint"]
+    assert fp.startswith("sha256:") and served["endpoint"] == "completions" and len(served["fingerprint_reads"]) == 3
+    heads = sorted((home / "heads").glob("openai:fake-reader.*.json"))
+    assert heads and all(json.loads(h.read_text())["provenance"]["served"]["fingerprint"] == fp for h in heads)
+    ask = ["ask", "Is the sun a star?", "--no-retrieval", "--model", "openai:fake-reader", "--json"]
+    a = run_sqa([*ask, "--base-url", s.url], env=ENV)
+    assert a.returncode == 0, a.stderr[-2000:]
+    assert "openai:fake-reader.plain." in a.stdout  # its own head answers
+    sent = s.question_requests
+    r = run_sqa([*train, "--base-url", s.url, "--out", tmp_path / "again"], env=ENV)
+    assert r.returncode == 0 and s.question_requests == sent, r.stderr[-2000:]  # the same weights: reused
+    t = standin()
+    orig = helpers.standin_log_odds
+    try:
+        helpers.standin_log_odds = lambda text: -orig(text)  # other weights, the same name
+        line = one_error_line(run_sqa([*train, "--base-url", t.url, "--out", tmp_path / "other"], env=ENV))
+        assert "meta.json: the stored features were read from other weights behind openai:fake-reader" in line
+        assert fp in line and t.url in line and "nothing was deleted" in line
+        assert t.question_requests == 0  # nothing read into the store
+        line = one_error_line(run_sqa([*ask, "--base-url", t.url], env=ENV))
+        assert "its features were read from other weights" in line and fp in line
+        assert f"`sqa eval --split train --model openai:fake-reader --base-url {t.url}`" in line
+    finally:
+        helpers.standin_log_odds = orig
+
+
 def test_fingerprint_reads_allow_serving_noise_only():
     from sqa.models.served_probe import same_reads
 

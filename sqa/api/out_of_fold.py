@@ -40,7 +40,10 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
     from sqa.eval.rundir import check_run_file
     from sqa.facts.features import FactSettings
     from sqa.facts.store import FeaturesStore, question_key, store_meta
-    from sqa.models.registry import model_file_sha256, model_stem
+    from contextlib import closing, nullcontext
+
+    from sqa.models.registry import is_served, model_file_sha256, model_stem
+    from sqa.models.served_probe import served_identity
     from sqa.pipeline import index_info
 
     from sqa.pipeline import open_index
@@ -68,7 +71,14 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
     safe = model_stem(options.model)
     sha = model_file_sha256(options.model)
     pool, questions = list(options.pool), list(options.questions)
-    with FeaturesStore(FeaturesStore.default_root(safe, settings), store_meta(safe, sha, settings, info)) as store:
+    # a served model loads first (a recorded load sends no request): its weights' identity keys the store
+    fr = _features_reader(options, settings, progress) if is_served(options.model) else None
+    served = served_identity(fr.model) if fr is not None else None
+    meta = store_meta(safe, sha, settings, info, served)
+    with (
+        closing(fr) if fr is not None else nullcontext(),
+        FeaturesStore(FeaturesStore.default_root(safe, settings), meta) as store,
+    ):
         done = store.read()
         missing_pool = [q for q in pool if question_key(q) not in done]
         if missing_pool:
@@ -79,7 +89,7 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
             )
         need = [q for q in questions if question_key(q) not in done]  # qid and text (issue 41 item 3)
         if need:
-            _read_features(store, need, done, options, settings, progress, total=len(questions))
+            _read_features(store, need, done, options, settings, progress, total=len(questions), fr=fr)
         n = len({q.qid for q in [*questions, *pool]})
         progress(
             OofProgress("crossfit", message=f"cross-fitting {n:,} questions ({options.folds} term-grouped folds)…")
@@ -91,6 +101,7 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
             "index": info.get("preset"),
             "index_identity": store.meta["index"],
             "features": str(Path("features") / safe / store.root.name),
+            **({"served": store.meta["served"]} if "served" in store.meta else {}),
         }
         records = {q.qid: done[question_key(q)] for q in [*pool, *questions]}  # the run's own text wins
         summary, cf = run_oof(
@@ -152,13 +163,11 @@ def check_enough(options: OofOptions) -> None:
     )
 
 
-def _read_features(store, need, done, options: OofOptions, settings, progress: ProgressCallback, total: int) -> None:
-    """Read the features of ``need`` into ``store`` (one fsync'd line per question), reporting each;
-    Ctrl-C keeps what is finished and re-raises."""
-    from sqa.facts.training import model_sha256
+def _features_reader(options: OofOptions, settings, progress: ProgressCallback):
+    """``sqa.pipeline.features_reader`` for the run's model, reporting that it loads."""
     from sqa.pipeline import features_reader
 
-    fr = features_reader(
+    return features_reader(
         options.model,
         settings,
         options.index_dir,
@@ -166,6 +175,18 @@ def _read_features(store, need, done, options: OofOptions, settings, progress: P
         base_url=options.base_url,
         on_loading=lambda m: progress(OofProgress("loading", message=f"loading {m}…")),
     )
+
+
+def _read_features(
+    store, need, done, options: OofOptions, settings, progress: ProgressCallback, total: int, fr=None
+) -> None:
+    """Read the features of ``need`` into ``store`` (one fsync'd line per question), reporting each,
+    with ``fr`` (a features reader the caller closes; None: one loaded and closed here); Ctrl-C
+    keeps what is finished and re-raises."""
+    from sqa.facts.training import model_sha256
+
+    own = fr is None
+    fr = _features_reader(options, settings, progress) if own else fr
     try:
         sha = model_sha256(fr.model)
         if store.meta["model_sha256"] not in (None, sha):
@@ -199,4 +220,5 @@ def _read_features(store, need, done, options: OofOptions, settings, progress: P
             )
             raise
     finally:
-        fr.close()
+        if own:
+            fr.close()

@@ -196,3 +196,31 @@ def answering_paths(entries: list[HeadEntry]) -> set[Path]:
             except SqaError:
                 pass
     return out
+
+
+def check_served_head(head: AnswerHead, model) -> None:
+    """Raise HeadNotFound (one line, naming the command that builds a head) unless ``head`` may
+    read a served ``model``'s read-outs: the identity of the weights its features were read from
+    (``provenance.served``, recorded by the train run) names the weights served now
+    (``sqa.models.served_probe.same_weights``, which allows for serving noise). A head in
+    ``heads_dir()`` without that record (fitted before sqa recorded it) is refused too, since
+    whose weights it was fitted on is unknown; a head file given from elsewhere (``--head``) is the
+    user's word. In-process models: nothing to check (their file's sha256 is, by ``check_model``)."""
+    from sqa.facts.store import served_problem
+    from sqa.models.served_probe import served_identity
+
+    now = served_identity(model)
+    if now is None:
+        return
+    stored = (head.provenance or {}).get("served")
+    if stored is None and not (head.source and Path(head.source).resolve().parent == heads_dir().resolve()):
+        return
+    why = served_problem(stored, now, model.name)
+    if why:
+        train = f"sqa eval --split train --model {model.name}" + "".join(
+            f" --base-url {u}" for u in now.get("base_urls") or []
+        )
+        raise HeadNotFound(
+            f"{head.shown}: its features were {why}; build the heads of the weights "
+            f"served now with `{train}` (or serve the weights it was fitted on)"
+        )

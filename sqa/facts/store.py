@@ -75,11 +75,16 @@ def settings_key(settings: FactSettings) -> str:
     return key + (f"-{s.scorer}" if s.scorer != "bm25" else "") + (f"-steps{s.step_facts}" if s.step_facts else "")
 
 
-def store_meta(model_name: str, sha: str | None, settings: FactSettings, index: dict | None) -> dict:
+def store_meta(
+    model_name: str, sha: str | None, settings: FactSettings, index: dict | None, served: dict | None = None
+) -> dict:
     """What a features directory is made with (its ``meta.json``): the model name and file sha256,
     the prompt version, the fact settings and the index identity (``sqa.pipeline.index_info``
-    without ``built_at``). A directory is reused only when all of these match."""
-    return {
+    without ``built_at``), and for a served model ``served``, the identity of the weights behind
+    its name (``sqa.models.served_probe.served_identity``: fingerprint, its reads, endpoint). A
+    directory is reused only when all of these match (``served``: ``same_weights``, which allows
+    for serving noise)."""
+    meta = {
         "format": STORE_FORMAT,
         "model": model_name,
         "model_sha256": sha,
@@ -87,6 +92,30 @@ def store_meta(model_name: str, sha: str | None, settings: FactSettings, index: 
         "facts": settings.to_dict(),
         "index": {k: v for k, v in (index or {}).items() if k != "built_at"},
     }
+    if served is not None:
+        meta["served"] = served
+    return meta
+
+
+def served_problem(stored: dict | None, now: dict | None, model: str) -> str | None:
+    """Why features (or a head's) recorded with served identity ``stored`` must not be used with the
+    weights of identity ``now`` (``sqa.models.served_probe.served_identity``): "read from other
+    weights behind MODEL (...) than those served now (...)", or None when they may (the same
+    weights, or an in-process model)."""
+    from sqa.models.served_probe import identity_line, same_weights
+
+    if now is None:
+        return None
+    if not isinstance(stored, dict):
+        return (
+            f"read from {model} before sqa recorded a served model's identity, so whether "
+            f"the weights now behind that name ({identity_line(now)}) made them is unknown"
+        )
+    if same_weights(stored, now):
+        return None
+    return (
+        f"read from other weights behind {model} ({identity_line(stored)}) than those served now ({identity_line(now)})"
+    )
 
 
 _PARTS: dict[str, str] | None = None
@@ -185,6 +214,14 @@ class FeaturesStore:
                     f"{path}: the stored features were made with other settings ({shown}); {hint}, or "
                     "set SQA_HOME to another folder for a new store; nothing was deleted"
                 )
+            why = served_problem(old.get("served"), self.meta.get("served"), str(self.meta.get("model")))
+            if why:
+                raise StoreMismatch(
+                    f"{path}: the stored features were {why}; serve the weights they were read with, or move {self.root} aside (or set "
+                    "SQA_HOME to another folder) to read them anew; nothing was deleted"
+                )
+            if "served" in old:  # the same weights: the identity they were recorded with stays
+                self.meta["served"] = old["served"]
             return
         tmp = path.with_name("meta.json.tmp")
         try:
@@ -309,6 +346,8 @@ class FeaturesStore:
         diff = [k for k in ("model", "model_sha256", "prompt", "facts") if meta.get(k) != mine.get(k)]
         if theirs_index.get("paragraph_count") != (mine.get("index") or {}).get("paragraph_count"):
             diff.append("index paragraph count")
+        if served_problem(meta.get("served"), mine.get("served"), str(mine.get("model"))):
+            diff.append("the served weights (fingerprint)")
         if diff:
             raise SqaError(
                 f"the imported features were made with other settings ({', '.join(diff)}) than "

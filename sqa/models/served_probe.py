@@ -209,3 +209,31 @@ def same_reads(a, b, tol: float = 0.25) -> bool:
         elif x != y:
             return False
     return True
+
+
+def served_identity(model) -> dict | None:
+    """What identifies the weights behind a served model (``OpenAIModel``; None for an in-process
+    one), as features stores and answer heads record it: ``fingerprint``, ``fingerprint_reads``,
+    ``endpoint``, ``models_entry`` (from its ``server_info``) and ``base_urls`` (shown, without
+    credentials: for messages only)."""
+    info = getattr(model, "server_info", None)
+    if not isinstance(info, dict) or not info.get("fingerprint"):
+        return None
+    keep = ("fingerprint", "fingerprint_reads", "endpoint", "models_entry", "base_urls")
+    return {k: info.get(k) for k in keep}
+
+
+def same_weights(a: dict, b: dict) -> bool:
+    """Whether two ``served_identity`` records name the same weights read the same way: the same
+    endpoint, and the same fingerprint or fingerprint reads within ``same_reads``' tolerance."""
+    if not isinstance(a, dict) or not isinstance(b, dict) or a.get("endpoint") != b.get("endpoint"):
+        return False
+    return a.get("fingerprint") == b.get("fingerprint") or same_reads(
+        a.get("fingerprint_reads"), b.get("fingerprint_reads")
+    )
+
+
+def identity_line(ident: dict) -> str:
+    """``fingerprint F (endpoint, through URL, ...)`` for messages."""
+    urls = ", ".join(ident.get("base_urls") or []) or "?"
+    return f"fingerprint {ident.get('fingerprint')} over /v1/{'chat/' if ident.get('endpoint') == 'chat' else ''}completions at {urls}"
