@@ -374,10 +374,12 @@ def _demonstrations_lines(d: dict | None) -> list[str]:
     if not d:
         return []
     w = d["without_demonstrations"]
-    acc = "–" if w["Accuracy"] is None else f"{w['Accuracy']:.3f}"
+    head = f"Demonstrations: **{d['n']}** of the questions ({', '.join(d['qids'])}) are {d['note']}"
+    if w["Accuracy"] is None:  # no other question: no accuracy without them to show
+        return [head + ".", ""]
     ci = w.get("Accuracy_interval95")
     return [
-        f"Demonstrations: **{d['n']}** of the questions ({', '.join(d['qids'])}) are {d['note']}; "
-        f"accuracy without them {acc} (n={w['n']}{f', 95 % interval {ci[0]:.3f}–{ci[1]:.3f}' if ci else ''}).",
+        f"{head}; accuracy without them {w['Accuracy']:.3f} "
+        f"(n={w['n']}{f', 95 % interval {ci[0]:.3f}–{ci[1]:.3f}' if ci else ''}).",
         "",
     ]

@@ -140,7 +140,8 @@ def run_table(run) -> Table | None:
     from sqa.eval.report import has_recall, has_steps
 
     rows = {"n": m["n"], "Accuracy": m["Accuracy"]}
-    if d := m.get("demonstrations"):  # the facts reader's demonstration questions, answered with their answers shown
+    d = m.get("demonstrations")  # the facts reader's demonstration questions, answered with their answers shown
+    if d and d["without_demonstrations"]["n"]:  # an empty remainder has no accuracy: no row
         rows[f"without the {d['n']} demonstrations (n={d['without_demonstrations']['n']})"] = d[
             "without_demonstrations"
         ]["Accuracy"]
