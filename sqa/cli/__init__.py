@@ -102,10 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        if isinstance(e, cls["usage"]):
-            print(f"error: {usage_error_line(e)}", file=sys.stderr)
-            return 2
-        if isinstance(e, cls["click"]):
+        if isinstance(e, cls["usage"] + cls["click"]):  # a usage error, or click's own (a bad file argument)
             print(f"error: {usage_error_line(e)}", file=sys.stderr)
             return 2
         line = error_line(e)
