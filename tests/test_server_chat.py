@@ -329,9 +329,12 @@ def test_features_and_heads_of_other_weights_under_the_same_name_are_refused(sta
     a = run_sqa([*ask, "--base-url", s.url], env=ENV)
     assert a.returncode == 0, a.stderr[-2000:]
     assert "openai:fake-reader.plain." in a.stdout  # its own head answers
-    sent = s.question_requests
+    before = (len(s.requests), s.gets)
     r = run_sqa([*train, "--base-url", s.url, "--out", tmp_path / "again"], env=ENV)
-    assert r.returncode == 0 and s.question_requests == sent, r.stderr[-2000:]  # the same weights: reused
+    assert r.returncode == 0 and (len(s.requests), s.gets) == before, r.stderr[-2000:]  # reused, nothing sent
+    run = json.loads((tmp_path / "again" / "run.json").read_text())
+    assert run["server"]["fingerprint"] == fp and run["server"]["contacted"] is False
+    assert run["cost"]["calls_sent"] == 0 and run["cost"]["features_stored"] == 30
     t = standin()
     orig = helpers.standin_log_odds
     try:

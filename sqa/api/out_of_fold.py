@@ -117,6 +117,8 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
             kind=options.kind,
             log=lambda line: progress(OofProgress("crossfit", message=line)),
         )
+        if fr is not None:
+            _record_served(out_dir, fr.model, read=len(need), stored=len(questions) - len(need))
     heads: dict[str, Path] = {}
     if not pool and options.write_heads:
         from sqa.facts.heads import save_heads
@@ -161,6 +163,26 @@ def check_enough(options: OofOptions) -> None:
         f"--split {split}{limit}: cross-fitting needs labelled questions of both answers on at least {folds} "
         f"terms ({why}, the demonstration questions left out); {hint}; nothing was read"
     )
+
+
+def _record_served(out_dir: Path, model, read: int, stored: int) -> None:
+    """A served run's ``run.json``: ``server`` (its ``server_info``: endpoint, fingerprint, whether
+    the server was contacted or its identity taken as recorded) and ``cost``, this session's calls
+    sent and answered from the response cache, tokens, and how many questions' features were read
+    (``features_read``) or taken from the store (``features_stored``)."""
+    import json
+
+    from sqa.eval.runner import RUN_FILE, _record_server
+    from sqa.jsonio import write_json_atomic
+
+    _record_server(out_dir, dict(model.server_info))
+    path = out_dir / RUN_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    recorded["cost"] = {**model.cost.to_dict(), "features_read": read, "features_stored": stored}
+    write_json_atomic(path, recorded)
 
 
 def _features_reader(options: OofOptions, settings, progress: ProgressCallback):
