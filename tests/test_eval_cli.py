@@ -163,12 +163,9 @@ def test_cli_ctrl_c_exits_130_with_outputs(tmp_path):
 @pytest.mark.slow
 def test_eval_real_model_two_dev_questions(tmp_path, gold_index, capsys):
     """The whole pipeline with the 0.5B GGUF on llama.cpp: 2 dev questions on the gold index."""
-    from sqa.types import SqaError
+    from helpers import small_gguf
 
-    try:
-        reasoner_pkg.load_model("qwen2.5-coder-0.5b")
-    except SqaError as e:
-        pytest.skip(f"0.5B model not available: {e}")
+    small_gguf()  # assembled, not loaded: the eval below loads it once
     out = tmp_path / "run"
     assert (
         main(

@@ -12,7 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import FAKE_STATES_MODEL as FAKE_MODEL
+from helpers import (
+    FAKE_STATES_MODEL as FAKE_MODEL,
+    SMALL_MODEL,
+    small_gguf,
+    stored_features,
+    throwaway_home,
+    train_args,
+)
 from sqa.facts.crossfit import crossfit, crossfit_specs
 from sqa.facts.features import FactSettings, read_done
 from sqa.facts.store import FeaturesStore, settings_key, store_meta
@@ -223,8 +230,7 @@ def test_oof_run_folder_says_out_of_fold_and_shows_only_what_is_defined(tmp_path
 
 
 def _features_lines(home: Path) -> list[str]:
-    files = sorted((home / "features").glob("*/*/*.jsonl"))
-    return [json.loads(x)["qid"] for f in files for x in f.read_text().splitlines() if x.strip()]
+    return [rec["qid"] for rec in stored_features(home)]
 
 
 def _only(folder: Path, pattern: str) -> Path:
@@ -235,22 +241,7 @@ def _only(folder: Path, pattern: str) -> Path:
 
 
 def _train_run(home: Path, out: Path, index_dir, limit: int = 12) -> tuple[list[str], dict]:
-    args = [
-        sys.executable,
-        "-c",
-        FAKE_MODEL,
-        "eval",
-        "--split",
-        "train",
-        "--limit",
-        str(limit),
-        "--model",
-        "fake-states",
-        "--index-dir",
-        str(index_dir),
-        "--out",
-        str(out),
-    ]
+    args = [sys.executable, "-c", FAKE_MODEL, *train_args(limit, index_dir, out)]
     return args, {**__import__("os").environ, "SQA_HOME": str(home), "PYTHONPATH": str(REPO)}
 
 
@@ -276,12 +267,27 @@ def _stop_at(args, env, home: Path, sig, at: int) -> subprocess.CompletedProcess
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
+def _kill_ctrl_c_and_resume(args, env, home: Path) -> list[str]:
+    """Run the 12-question train run ARGS, kill -9 it once 3 questions' features are stored, run it
+    again and Ctrl-C it at 7 (exit 130, saying how to continue), then run it to the end; returns the
+    stored qids, asserting each is there once (nothing read twice, nothing lost)."""
+    import signal
+
+    assert _stop_at(args, env, home, signal.SIGKILL, 3).returncode == -signal.SIGKILL
+    r = _stop_at(args, env, home, signal.SIGINT, 7)
+    assert r.returncode == 130 and "run the same command to continue" in r.stderr, r.stderr
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    qids = _features_lines(home)
+    assert len(qids) == len(set(qids)) == 12
+    return qids
+
+
 def test_train_run_resumes_after_kill_9_and_ctrl_c_reading_nothing_twice(tmp_path, gold_index):
     """Issue 35 done-when, with a deterministic stand-in model: kill -9 and Ctrl-C during `sqa eval
     --split train`, then the same command: every question's features read once, the same
     predictions as an uninterrupted run, the heads written with the qids they were fitted on."""
     pytest.importorskip("sklearn", reason="scikit-learn (the models extra) fits the answer heads")
-    import signal
 
     a, b = tmp_path / "a", tmp_path / "b"
     args, env = _train_run(a, tmp_path / "run_a", gold_index.index_dir)
@@ -289,13 +295,7 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_reading_nothing_twice(tmp_pat
     assert r.returncode == 0, r.stderr
     assert "out-of-fold, 5 term-grouped folds" in r.stdout
     args, env = _train_run(b, tmp_path / "run_b", gold_index.index_dir)
-    assert _stop_at(args, env, b, signal.SIGKILL, 3).returncode == -signal.SIGKILL
-    r = _stop_at(args, env, b, signal.SIGINT, 7)
-    assert r.returncode == 130 and "run the same command to continue" in r.stderr, r.stderr
-    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    qids = _features_lines(b)
-    assert len(qids) == len(set(qids)) == 12  # nothing read twice, nothing lost
+    qids = _kill_ctrl_c_and_resume(args, env, b)
     pa = json.loads((tmp_path / "run_a" / "predictions.json").read_text())
     pb = json.loads((tmp_path / "run_b" / "predictions.json").read_text())
     assert pa == pb and len(pa) == 12
@@ -349,42 +349,20 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_reading_nothing_twice(tmp_pat
 @pytest.mark.slow
 def test_train_run_resumes_after_kill_9_and_ctrl_c_with_the_same_predictions(tmp_path, gold_index):
     """Issue 35: kill -9 and Ctrl-C during `sqa eval --split train` (0.5B model, 12 questions), then
-    the same command: nothing read twice, the same predictions as an uninterrupted run, and heads."""
+    the same command: nothing read twice, the same predictions as an uninterrupted run (the real
+    model's read-outs do not depend on which process read a question, or after which other), and
+    heads fitted on the run's non-demonstration questions. The model is assembled, not loaded, here:
+    each of the four runs loads it in its own process."""
     import os
-    import signal
 
-    from sqa.models.registry import load_model
-    from sqa.paths import model_cache_dir
-
-    try:
-        load_model("qwen2.5-coder-0.5b", n_ctx=512)
-    except SqaError as e:
-        pytest.skip(f"0.5B model not available: {e}")
-    models = model_cache_dir()
+    small_gguf()
 
     def home(name: str) -> Path:
-        h = tmp_path / name
-        h.mkdir()
-        (h / "models").symlink_to(models)
-        return h
+        return throwaway_home(tmp_path / name)
 
     def cmd(h: Path, out: Path) -> tuple[list[str], dict]:
-        args = [
-            sys.executable,
-            "-c",
-            "import sys; from sqa.cli import main; sys.exit(main(sys.argv[1:]))",
-            "eval",
-            "--split",
-            "train",
-            "--limit",
-            "12",
-            "--model",
-            "qwen2.5-coder-0.5b",
-            "--index-dir",
-            str(gold_index.index_dir),
-            "--out",
-            str(out),
-        ]
+        args = [sys.executable, "-c", "import sys; from sqa.cli import main; sys.exit(main(sys.argv[1:]))"]
+        args += train_args(12, gold_index.index_dir, out, SMALL_MODEL)
         return args, {**os.environ, "SQA_HOME": str(h), "PYTHONPATH": str(REPO)}
 
     a, b = home("a"), home("b")
@@ -394,19 +372,14 @@ def test_train_run_resumes_after_kill_9_and_ctrl_c_with_the_same_predictions(tmp
     assert len(_features_lines(a)) == 12
 
     args, env = cmd(b, tmp_path / "run_b")
-    assert _stop_at(args, env, b, signal.SIGKILL, 3).returncode == -signal.SIGKILL
-    assert _stop_at(args, env, b, signal.SIGINT, 7).returncode == 130
-    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr
-    qids = _features_lines(b)
-    assert len(qids) == len(set(qids)) == 12  # nothing read twice, nothing lost
+    qids = _kill_ctrl_c_and_resume(args, env, b)
     pa = json.loads((tmp_path / "run_a" / "predictions.json").read_text())
     pb = json.loads((tmp_path / "run_b" / "predictions.json").read_text())
     assert pa == pb and len(pa) == 12
     ma = json.loads((tmp_path / "run_a" / "metrics.json").read_text())
     assert ma["out_of_fold"]["scheme"] == "out-of-fold, 5 term-grouped folds"
-    head = json.loads(_only(b / "heads", "qwen2.5-coder-0.5b.facts.*.json").read_text())
-    assert len(head["provenance"]["fitted_qids"]) == len(set(qids) - demo_qids())
+    head = json.loads(_only(b / "heads", f"{SMALL_MODEL}.facts.*.json").read_text())
+    assert sorted(head["provenance"]["fitted_qids"]) == sorted(set(qids) - demo_qids())
 
 
 def test_extract_into_a_file_another_process_writes_is_refused_at_once(tmp_path):

@@ -3,8 +3,9 @@
 Two kinds of server, both real HTTP servers on 127.0.0.1:
 
 - llama.cpp's server (``llama-cpp-python[server]==0.3.36``, installed by .ci/run) serving the
-  packaged 0.5B GGUF: ``sqa ask`` and ``sqa eval --split dev --limit 20`` through it give the same
-  answers as the same model in-process;
+  packaged 0.5B GGUF: ``sqa ask`` and ``sqa eval --split dev --limit 8`` through it give the same
+  answers as the same model in-process, and an out-of-fold train run through it writes the
+  log-odds heads ``sqa ask`` then answers with;
 - a small stdlib ``http.server`` in a thread that speaks the same API and misbehaves on purpose
   (nothing listening, unknown model, no logprobs, HTTP 500 mid-run, a stall past the timeout):
   one line and exit 2, a resumable stop that the same command continues, never a traceback, and
@@ -364,52 +365,67 @@ def llama_server(tmp_path_factory):
             proc.kill()
 
 
-def test_ask_through_llama_server_matches_in_process(llama_server, gold_index):
-    q = "Is the sun a star?"
-    args = ["ask", q, "--preset", "steps", "--json", "--index-dir", gold_index.index_dir]
-    local = run_sqa(args + ["--model", MODEL])
+ASK = "Is the sun a star?"
+DEV_N = 8  # dev questions read in-process and served (bench/results/server_agreement.json: 20)
+SERVED_ENV = {"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1", "SQA_OPENAI_TIMEOUT": "600"}
+
+
+@pytest.fixture(scope="module")
+def local_ask(gold_index):
+    """``sqa ask ASK --preset steps --json`` with the 0.5B model in-process: the answer both served
+    ``ask`` tests compare with (read once for the module)."""
+    r = run_sqa(["ask", ASK, "--preset", "steps", "--json", "--index-dir", gold_index.index_dir, "--model", MODEL])
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def test_ask_through_llama_server_matches_in_process(llama_server, gold_index, local_ask):
+    """``sqa ask --preset steps`` through llama.cpp's server over /v1/completions: the in-process
+    answer, P(yes) within TOLERANCE; the key is in no output."""
+    args = ["ask", ASK, "--preset", "steps", "--json", "--index-dir", gold_index.index_dir]
     served = run_sqa(
         args + ["--model", f"openai:{MODEL}", "--base-url", llama_server],
         env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_TIMEOUT": "600"},
     )
-    assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
-    a, b = json.loads(local.stdout), json.loads(served.stdout)
+    assert served.returncode == 0, served.stderr[-2000:]
+    a, b = local_ask, json.loads(served.stdout)
     assert a["answer"] == b["answer"]
     assert abs(a["confidence"] - b["confidence"]) <= TOLERANCE, (a["confidence"], b["confidence"])
     assert KEY not in served.stdout + served.stderr
 
 
-def test_ask_over_chat_through_llama_server_matches_in_process(llama_server, gold_index):
+def test_ask_over_chat_through_llama_server_matches_in_process(llama_server, gold_index, local_ask):
     """``--api chat``: the steps reader's prompts go as messages and llama-cpp-python's server
     applies the GGUF's own template; that server closes a final assistant message (probed: the
     transcript is carried as turns), and runs one request at a time (measured: 1 slot). The answer
     is the in-process one; P(yes) may differ more than over completions (the transcript is read in
     other turns), so only the answer and the recorded method are compared."""
-    q = "Is the sun a star?"
-    args = ["ask", q, "--preset", "steps", "--json", "--index-dir", gold_index.index_dir]
-    local = run_sqa(args + ["--model", MODEL])
+    args = ["ask", ASK, "--preset", "steps", "--json", "--index-dir", gold_index.index_dir]
     served = run_sqa(
         args + ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--api", "chat"],
         env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_TIMEOUT": "600"},
         timeout=900,
     )
-    assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
-    a, b = json.loads(local.stdout), json.loads(served.stdout)
+    assert served.returncode == 0, served.stderr[-2000:]
+    a, b = local_ask, json.loads(served.stdout)
     assert a["answer"] == b["answer"], (a["p_yes"], b["p_yes"])
     assert b["server"]["endpoint"] == "chat" and b["server"]["readout"] == "top_logprobs"
     assert b["server"]["prefill"] == "turns" and b["server"]["readout_stats"]["missing"] == 0
     assert KEY not in served.stdout + served.stderr
 
 
-def test_eval_dev20_through_llama_server_matches_in_process(llama_server, gold_index, tmp_path):
-    """``sqa eval --preset steps --split dev --limit 20``: the same answer on at least 18 of 20
-    questions and P(yes) within TOLERANCE on at least 18; run.json names the server, metrics.json
-    counts the read-outs; the key is in no output or file."""
-    base = ["eval", "--preset", "steps", "--split", "dev", "--limit", "20", "--index-dir", gold_index.index_dir]
+def test_eval_dev_through_llama_server_matches_in_process(llama_server, gold_index, tmp_path):
+    """``sqa eval --preset steps --split dev --limit DEV_N`` in-process and through the server: the
+    same answer on all but at most one question and P(yes) within TOLERANCE on all but at most one
+    (greedy decompositions may part at a near-tie). The 20-question measurement is recorded in
+    bench/results/server_agreement.json ``eval``: 19 answers agree (the flip, question 18, at 0.489
+    vs 0.511), P(yes) differs by at most 0.022. run.json names the server, metrics.json counts 3
+    read-outs a question; the key is in no output or file."""
+    base = ["eval", "--preset", "steps", "--split", "dev", "--limit", DEV_N, "--index-dir", gold_index.index_dir]
     local = run_sqa(base + ["--model", MODEL, "--out", tmp_path / "local"], timeout=1800)
     served = run_sqa(
         base + ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--out", tmp_path / "served"],
-        env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1", "SQA_OPENAI_TIMEOUT": "600"},
+        env=SERVED_ENV,
         timeout=1800,
     )
     assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
@@ -418,42 +434,45 @@ def test_eval_dev20_through_llama_server_matches_in_process(llama_server, gold_i
         return {json.loads(x)["qid"]: json.loads(x) for x in (d / "traces.jsonl").read_text().splitlines()}
 
     a, b = traces(tmp_path / "local"), traces(tmp_path / "served")
-    assert len(a) == len(b) == 20 and set(a) == set(b)
+    assert len(a) == len(b) == DEV_N and set(a) == set(b)
     same = sum(a[q]["answer"] == b[q]["answer"] for q in a)
     close = sum(abs(a[q]["p_yes"] - b[q]["p_yes"]) <= TOLERANCE for q in a)
-    assert same >= 18 and close >= 18, (same, close)
+    assert same >= DEV_N - 1 and close >= DEV_N - 1, (same, close, {q: (a[q]["p_yes"], b[q]["p_yes"]) for q in a})
     run = json.loads((tmp_path / "served" / "run.json").read_text())
     assert run["server"]["base_url"] == llama_server and run["server"]["model"] == MODEL
     m = json.loads((tmp_path / "served" / "metrics.json").read_text())
-    assert m["yes_no_unread"]["readouts"] >= 60  # 3 readings per question
+    assert m["yes_no_unread"]["readouts"] >= 3 * DEV_N  # 3 readings per question
     assert KEY not in served.stdout + served.stderr + _all_text([tmp_path / "served"])
 
 
 def test_train_run_through_llama_server_writes_log_odds_heads_that_ask_uses(llama_server, gold_index, tmp_path):
-    """``sqa eval --split train --limit 30 --model openai:NAME``: the out-of-fold run through the
-    served model writes log-odds-only heads (the server returns no hidden states) filed under the
-    served name, and ``sqa ask --model openai:NAME`` then answers with them; the key is in no file."""
-    env = {
-        "OPENAI_API_KEY": KEY,
-        "SQA_OPENAI_CONCURRENCY": "1",
-        "SQA_OPENAI_TIMEOUT": "600",
-        "SQA_HOME": str(tmp_path / "home"),
-    }
+    """``sqa eval --split train --limit 12 --model openai:NAME``: the out-of-fold run through the
+    served model (12 questions: 6 fitted on, 6 demonstrations, 5 term-grouped folds) writes
+    log-odds-only heads (the server returns no hidden states) filed under the served name and
+    fitted on exactly the run's non-demonstration questions, and ``sqa ask --model openai:NAME``
+    then answers with that head; the key is in no output or file."""
+    from sqa.facts.prompt import demo_qids
+
+    home = throwaway_home(tmp_path / "home")
+    env = {**SERVED_ENV, "SQA_HOME": str(home)}
     served = ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--index-dir", gold_index.index_dir]
     r = run_sqa(
-        ["eval", "--split", "train", "--limit", "30", "--out", tmp_path / "run", *served], env=env, timeout=1800
+        ["eval", "--split", "train", "--limit", "12", "--out", tmp_path / "run", *served], env=env, timeout=1800
     )
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert m["n"] == 30 and 0.0 <= m["Accuracy"] <= 1.0
-    assert "out-of-fold" in json.dumps(json.loads((tmp_path / "run" / "run.json").read_text()))
-    heads = sorted((tmp_path / "home" / "heads").glob("*.json"))
+    assert m["n"] == 12 and m["out_of_fold"]["scheme"] == "out-of-fold, 5 term-grouped folds", m.get("out_of_fold")
+    qids = set(json.loads((tmp_path / "run" / "predictions.json").read_text()))
+    assert len(qids) == 12
+    heads = sorted((home / "heads").glob("*.json"))
     facts = [h for h in heads if h.name.startswith(f"openai:{MODEL}.facts.")]  # named by what it was fitted on
-    assert facts, [h.name for h in heads]
+    assert len(facts) == 1, [h.name for h in heads]
     head = json.loads(facts[0].read_text())
-    assert head["spec"]["states"] == [] and len(head["provenance"]["fitted_qids"]) >= 20, head["spec"]
+    assert head["spec"]["states"] == [] and head["spec"]["log_odds"], head["spec"]
+    assert sorted(head["provenance"]["fitted_qids"]) == sorted(qids - demo_qids())
     a = run_sqa(["ask", "Can a goldfish drive a car?", "--json", *served], env=env)
     assert a.returncode == 0, a.stderr[-3000:]
     out = json.loads(a.stdout)
-    assert out["answer"] in ("Yes", "No", True, False)
-    assert KEY not in r.stdout + r.stderr + a.stdout + a.stderr + _all_text([tmp_path / "run", tmp_path / "home"])
+    assert out["answer"] in (True, False) and out["calibrated"] is True
+    assert Path(out["head"]).name == facts[0].name, out.get("head")  # the head the train run wrote
+    assert KEY not in r.stdout + r.stderr + a.stdout + a.stderr + _all_text([tmp_path / "run", home])

@@ -146,16 +146,12 @@ def test_from_an_empty_home_the_small_model_answers_and_scores_with_no_head(tmp_
     from helpers import run_sqa
 
     from sqa.eval.leaderboard import load_predictions, score_predictions
-    from sqa.models.registry import load_model
-    from sqa.paths import model_cache_dir
+    from helpers import small_gguf
 
-    try:
-        load_model("qwen2.5-coder-0.5b", n_ctx=512)  # assembles the GGUF once, where other tests find it
-    except SqaError as e:
-        pytest.skip(f"0.5B model not available: {e}")
-    home = tmp_path / "home"
+    gguf = small_gguf()  # assembled once, where other tests find it; loaded only by the commands below
+    home = tmp_path / "home"  # empty but for the assembled models
     home.mkdir()
-    (home / "models").symlink_to(model_cache_dir())
+    (home / "models").symlink_to(gguf.parent)
     env = {"SQA_HOME": str(home)}
     common = ["--model", "qwen2.5-coder-0.5b", "--index-dir", str(gold_index.index_dir)]
     r = run_sqa(["ask", "--json", *common, "Is the sun a star?"], env=env, timeout=600, cwd=tmp_path)
