@@ -104,6 +104,8 @@ class LoadRecord:
         with self._live_lock:
             if self.live:
                 return
+            if getattr(self, "_refused", None) is not None:  # found other weights already: no probes again
+                raise ServerError(str(self._refused))
             probe = copy.copy(self)  # probes set fields as they go: never on the model answering
             probe.live = True
             probe._extra, probe._thinking_kw = dict(NEUTRAL_EXTRA), {}
@@ -119,7 +121,7 @@ class LoadRecord:
             if diff or not same_weights:
                 self._record_from(probe)
                 what = ", ".join(f"{k} {old[k]!r} -> {new[k]!r}" for k in diff[:2])
-                raise ServerError(
+                self._refused = ServerError(
                     f"{', '.join(s.shown for s in self.servers)} now serve{'s' if len(self.servers) == 1 else ''} "
                     f"{self.served!r} otherwise than recorded at {self.recorded_at} (fingerprint "
                     f"{new['fingerprint']} vs recorded {old['fingerprint']}{'; ' + what if what else ''}): other "
@@ -127,6 +129,7 @@ class LoadRecord:
                     f"({self.cost.calls_cached} answered from the cache so far); the new findings are recorded: "
                     "run the command again, into another --out for sqa eval"
                 )
+                raise self._refused
             self.live = True
             self.server_info.update(contacted=True, identity="live", verified_at=_now())
 
