@@ -281,15 +281,21 @@ class CrashAfterCommit:
             raise RuntimeError("simulated crash between commit and checkpoint")
 
 
-@pytest.mark.es
-def test_resume_after_crash_between_commit_and_checkpoint(es_index, small_corpus, tmp_path):
-    corpus, ids = small_corpus
-    d = tmp_path / "idx"
+def _crash_after_two_windows(es_index: str, corpus: Path, d: Path) -> Path:
+    """Build ``corpus`` into ES_INDEX (manifest and checkpoint in ``d``) in windows of 100 and crash
+    after the second window's commit, before its checkpoint; returns ``d``."""
     # commit 1 is the build's refresh at its start (sqa.indexing.resume.session_start), 2 and 3 the windows
     be = CrashAfterCommit(ElasticsearchBackend(create=True, es_index=es_index), crash_on=3)
     with pytest.raises(RuntimeError):
         build_index([corpus], d, be, commit_every=100, batch_size=100)
     be.inner.close()
+    return d
+
+
+@pytest.mark.es
+def test_resume_after_crash_between_commit_and_checkpoint(es_index, small_corpus, tmp_path):
+    corpus, ids = small_corpus
+    d = _crash_after_two_windows(es_index, corpus, tmp_path / "idx")
     assert json.loads((d / CHECKPOINT).read_text())["indexed"] == 100
     be = ElasticsearchBackend(create=True, es_index=es_index)
     try:
@@ -315,11 +321,7 @@ def test_a_resume_after_the_server_lost_documents_re_sends_them(es_index, small_
     """Issue 41 item 5: 0cf7775 resumed at its checkpoint whatever the server held, and ended with
     exit 0, an incomplete index and the missing documents reported as "duplicates replaced"."""
     corpus, ids = small_corpus
-    d = tmp_path / "idx"
-    be = CrashAfterCommit(ElasticsearchBackend(create=True, es_index=es_index), crash_on=3)
-    with pytest.raises(RuntimeError):
-        build_index([corpus], d, be, commit_every=100, batch_size=100)
-    be.inner.close()
+    d = _crash_after_two_windows(es_index, corpus, tmp_path / "idx")
     be = ElasticsearchBackend(create=True, es_index=es_index)
     try:
         assert be.count() == 200  # two windows committed, the second not checkpointed (count 100 recorded)
