@@ -144,3 +144,29 @@ def test_a_continued_message_echoed_whole_is_cut_to_its_continuation():
     assert strip_prefill(reply + " 9,", reply) == " 9,"  # llama-server
     assert strip_prefill(" 9,", reply) == " 9,"  # vLLM
     assert strip_prefill("anything", "") == "anything"
+
+
+def test_completions_logprobs_in_the_chat_format_are_read():
+    """llama-server (the build llama-cpp-python 0.3.36 vendors) answers /v1/completions with
+    ``logprobs.content`` (the chat format) instead of ``tokens`` / ``top_logprobs``: read as such,
+    not taken for a server without logprobs (which would be read by generation, P(yes) 0 or 1)."""
+    from sqa.models import served_read as R
+
+    resp = {
+        "choices": [
+            {
+                "text": " Yes",
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": " Yes",
+                            "logprob": -0.81,
+                            "top_logprobs": [{"token": " Yes", "logprob": -0.81}, {"token": " No", "logprob": -1.60}],
+                        }
+                    ]
+                },
+            }
+        ]
+    }
+    lo, kind = R.log_odds(R.answer_position(R.token_positions(resp, "completions")))
+    assert kind == "both" and abs(lo - 0.79) < 1e-9

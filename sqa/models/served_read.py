@@ -5,7 +5,8 @@ place is a missing read-out, never a TypeError:
 
 - ``/v1/completions``: ``choices[0].logprobs`` = ``{"tokens": [...], "top_logprobs": [{token:
   logprob}, ...]}`` (OpenAI's legacy completions format, which vLLM, SGLang and llama.cpp follow);
-- ``/v1/chat/completions``: ``choices[0].logprobs.content`` = ``[{"token", "logprob",
+- ``/v1/chat/completions`` (and ``/v1/completions`` of llama.cpp's llama-server, build 0c1e570
+  vendored by llama-cpp-python 0.3.36): ``choices[0].logprobs.content`` = ``[{"token", "logprob",
   "top_logprobs": [{"token", "logprob"}, ...]}, ...]`` (OpenAI's chat format; the request asks
   ``logprobs: true, top_logprobs: N``, N at most 20 on OpenAI's API).
 
@@ -57,7 +58,7 @@ def token_positions(resp, endpoint: str) -> list[tuple[str, dict[str, float]]]:
     if not isinstance(lp, dict):
         return []
     out: list[tuple[str, dict[str, float]]] = []
-    if endpoint == "chat":
+    if endpoint == "chat" or isinstance(lp.get("content"), list):  # llama-server answers completions so too
         content = lp.get("content")
         for item in content if isinstance(content, list) else []:
             if not isinstance(item, dict):
