@@ -180,17 +180,20 @@ class LoadProbes:
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def _measure_concurrency(self, s: Server) -> int:
-        """1 where 3 requests at once take over 2.2x one request (+50 ms), else DEFAULT_CONCURRENCY
-        (the fingerprint's requests have warmed the server)."""
+        """1 where 3 requests at once take over 2.2x one request (+50 ms), else DEFAULT_CONCURRENCY.
+        Each request is a prompt of about 60 tokens no other shares (so a prefix cache cannot
+        answer it and its compute outweighs HTTP overhead), and the one-request time is the faster
+        of two, so a busy CPU that slows one single request does not pass for a parallel server."""
 
         def one(i: int) -> float:
-            body = self._body(self.endpoint, f"Count: {i}", 1, self.top_logprobs)
+            words = " ".join(f"{i}-{j}" for j in range(16))
+            body = self._body(self.endpoint, f"Count {i}: {words}", 1, self.top_logprobs)
             return s.post(PATHS[self.endpoint], body, at_load=True)[1]
 
-        t1 = one(1)
+        t1 = min(one(1), one(2))
         t = time.perf_counter()
         with ThreadPoolExecutor(3) as ex:
-            list(ex.map(one, range(2, 5)))
+            list(ex.map(one, range(3, 6)))
         return 1 if time.perf_counter() - t > 2.2 * t1 + 0.05 else DEFAULT_CONCURRENCY
 
 
