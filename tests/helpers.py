@@ -71,13 +71,39 @@ def run_sqa(args: list[str], env: dict | None = None, timeout: float = 300, **kw
     )
 
 
-def one_error_line(r: subprocess.CompletedProcess) -> str:
-    """The single stderr line of a failed run; asserts exit status 2, exactly one line, no traceback."""
-    lines = r.stderr.splitlines()
+def one_error_line(r: subprocess.CompletedProcess, notices: bool = False) -> str:
+    """The error line of a failed run; asserts exit status 2, no traceback, and that stderr is that
+    one ``error:`` line, or with ``notices`` that it is the last line and no earlier line (a notice,
+    such as which answer head answers) starts with ``error``."""
     assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
-    assert len(lines) == 1, r.stderr[-3000:]
-    assert lines[0].startswith("error: ") and "Traceback" not in r.stderr
-    return lines[0]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    lines = r.stderr.strip().splitlines() if notices else r.stderr.splitlines()
+    assert lines and (notices or len(lines) == 1), r.stderr[-3000:]
+    assert lines[-1].startswith("error: ") and all(not x.startswith("error") for x in lines[:-1]), r.stderr[-3000:]
+    return lines[-1]
+
+
+def served_eval_args(urls, head, out, *extra, limit=6, model: str = "openai:fake-reader") -> list:
+    """``sqa eval --preset no-retrieval`` on dev through served ``model`` at ``urls`` (one base URL
+    or several) with the answer head file ``head``, into ``out``; ``extra`` arguments at the end."""
+    urls = [urls] if isinstance(urls, str) else urls
+    return [
+        "eval",
+        "--preset",
+        "no-retrieval",
+        "--head",
+        head,
+        "--model",
+        model,
+        *[a for u in urls for a in ("--base-url", u)],
+        "--split",
+        "dev",
+        "--limit",
+        limit,
+        "--out",
+        out,
+        *extra,
+    ]
 
 
 def step_reader(command: str) -> list[str]:

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import free_port, run_sqa, throwaway_home, write_log_odds_head
+from helpers import free_port, one_error_line, run_sqa, served_eval_args, throwaway_home, write_log_odds_head
 
 # all of them slow (subprocesses, and llama.cpp's server for two): out of the fast lane, whose install
 # has no server extra
@@ -42,16 +42,6 @@ def _openai_sdk(tmp_path, monkeypatch):
     and assembled models of the real one linked in)."""
     pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     monkeypatch.setenv("SQA_HOME", str(throwaway_home(tmp_path / "sqa_home")))
-
-
-def one_error_line(r) -> str:
-    """The error line of a failed run: exit 2, no traceback, the last stderr line starts with
-    ``error:`` (an earlier line may be a notice: sqa eval names the answer head it uses)."""
-    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
-    assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    lines = r.stderr.strip().splitlines()
-    assert lines[-1].startswith("error: ") and all(not x.startswith("error") for x in lines[:-1]), r.stderr[-3000:]
-    return lines[-1]
 
 
 MODEL = "qwen2.5-coder-0.5b"
@@ -173,26 +163,6 @@ def log_odds_head(tmp_path):
     return write_log_odds_head(tmp_path / "head.json")
 
 
-def _eval_args(url: str, head: Path, out: Path, limit: int = 6, model: str = "openai:fake-reader") -> list:
-    return [
-        "eval",
-        "--preset",
-        "no-retrieval",
-        "--head",
-        head,
-        "--model",
-        model,
-        "--base-url",
-        url,
-        "--split",
-        "dev",
-        "--limit",
-        limit,
-        "--out",
-        out,
-    ]
-
-
 def _ask_args(url: str, head: Path, model: str = "openai:fake-reader") -> list:
     return ["ask", "Is the sun a star?", "--no-retrieval", "--head", head, "--model", model, "--base-url", url]
 
@@ -206,7 +176,7 @@ def test_served_eval_records_server_and_counts(fake, log_odds_head, tmp_path):
     URL's ``user:password@`` goes to the server as HTTP basic auth, httpx's rule, in place of the key)."""
     out = tmp_path / "run"
     url = fake.url.replace("http://", "http://sqauser:sqa-url-pass@")
-    r = run_sqa(_eval_args(url, log_odds_head, out), env=ENV)
+    r = run_sqa(served_eval_args(url, log_odds_head, out), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "complete: 6/6" in r.stdout
     run = json.loads((out / "run.json").read_text())
@@ -222,11 +192,11 @@ def test_served_eval_records_server_and_counts(fake, log_odds_head, tmp_path):
 
 def test_nothing_listening_is_one_line(tmp_path, log_odds_head):
     url = f"http://127.0.0.1:{free_port()}/v1"
-    r = run_sqa(_eval_args(url, log_odds_head, tmp_path / "run"), env=ENV)
-    line = one_error_line(r)
+    r = run_sqa(served_eval_args(url, log_odds_head, tmp_path / "run"), env=ENV)
+    line = one_error_line(r, notices=True)
     assert "no OpenAI-compatible server answers at" in line and url in line
     r = run_sqa(_ask_args(url, log_odds_head), env={**ENV, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
-    assert url in one_error_line(r)  # --base-url wins over $OPENAI_BASE_URL
+    assert url in one_error_line(r, notices=True)  # --base-url wins over $OPENAI_BASE_URL
     assert KEY not in r.stdout + r.stderr
 
 
@@ -241,11 +211,11 @@ def test_ask_through_server(fake, log_odds_head):
 
 
 def test_unknown_model_and_no_logprobs(fake, log_odds_head, tmp_path):
-    r = run_sqa(_eval_args(fake.url, log_odds_head, tmp_path / "run0", model="openai:nope"), env=ENV)
-    line = one_error_line(r)
+    r = run_sqa(served_eval_args(fake.url, log_odds_head, tmp_path / "run0", model="openai:nope"), env=ENV)
+    line = one_error_line(r, notices=True)
     assert "does not serve 'nope'" in line and "openai:fake-reader" in line
     fake.mode = "no-logprobs"  # read by generation (tests/test_server_chat.py)
-    r = run_sqa(_eval_args(fake.url, log_odds_head, tmp_path / "run"), env=ENV)
+    r = run_sqa(served_eval_args(fake.url, log_odds_head, tmp_path / "run"), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["yes_no_unread"]["generation"] == 6 and m["yes_no_unread"]["top_logprobs"] == 0
@@ -259,8 +229,8 @@ def test_head_that_reads_states_is_refused(fake, tmp_path):
     AnswerHead(
         FeatureSpec(("plain",), ("plain",), ()), np.zeros(897, dtype=np.float32), 0.0, "openai:fake-reader", None, {}
     ).save(head)
-    r = run_sqa(_eval_args(fake.url, head, tmp_path / "run"), env=ENV)
-    line = one_error_line(r)
+    r = run_sqa(served_eval_args(fake.url, head, tmp_path / "run"), env=ENV)
+    line = one_error_line(r, notices=True)
     assert "reads hidden states" in line and "openai:fake-reader" in line
     assert fake.completions == 0  # refused before the server was asked anything
 
@@ -274,14 +244,14 @@ def test_server_lost_mid_run_resumes(fake, log_odds_head, tmp_path, mode):
     out = tmp_path / "run"
     fake.mode, fake.fail_after, fake.stall_s = mode, 6, 3.0
     env = {**ENV, "SQA_OPENAI_TIMEOUT": "0.5", "SQA_OPENAI_CONCURRENCY": "1"}
-    r = run_sqa(_eval_args(fake.url, log_odds_head, out), env=env)
-    line = one_error_line(r)
+    r = run_sqa(served_eval_args(fake.url, log_odds_head, out), env=env)
+    line = one_error_line(r, notices=True)
     assert ("HTTP 500" in line) if mode == "fail" else ("did not answer within 0.5 s" in line)
     assert "the same command resumes" in line
     assert KEY not in r.stdout + r.stderr  # scrubbed even where the server echoes it
     assert len((out / "traces.jsonl").read_text().splitlines()) == 2
     fake.mode = "ok"
-    r = run_sqa(_eval_args(fake.url, log_odds_head, out), env=env)
+    r = run_sqa(served_eval_args(fake.url, log_odds_head, out), env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "complete: 6/6 questions (4 new)" in r.stdout
     assert KEY not in r.stdout + r.stderr + _all_text([out])
@@ -303,7 +273,7 @@ def test_base_url_needs_a_served_model(tmp_path):
             tmp_path / "run",
         ]
     )
-    assert "--base-url goes with a served model" in one_error_line(r)
+    assert "--base-url goes with a served model" in one_error_line(r, notices=True)
 
 
 # -- llama.cpp's server, the packaged 0.5B model -------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import StandIn, free_port, run_sqa, throwaway_home, write_log_odds_head
+from helpers import StandIn, free_port, one_error_line, run_sqa, served_eval_args, throwaway_home, write_log_odds_head
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 KEY = "sk-sqa-test-2b9e-KEEP-OUT"
@@ -55,37 +55,6 @@ def chat_head(tmp_path) -> Path:
     return write_log_odds_head(tmp_path / "chat_head.json", form="chat")
 
 
-def _eval(url, head, out, *extra, limit=6):
-    urls = [url] if isinstance(url, str) else url
-    return [
-        "eval",
-        "--preset",
-        "no-retrieval",
-        "--head",
-        head,
-        "--model",
-        "openai:fake-reader",
-        *[a for u in urls for a in ("--base-url", u)],
-        "--split",
-        "dev",
-        "--limit",
-        limit,
-        "--out",
-        out,
-        *extra,
-    ]
-
-
-def one_error_line(r) -> str:
-    """The error line of a failed run: exit 2, no traceback, the last stderr line starts with
-    ``error:`` (an earlier line may be a notice, such as which answer head answers)."""
-    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
-    assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    line = r.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: "), r.stderr[-3000:]
-    return line
-
-
 def _texts(*roots) -> str:
     return "\n".join(
         p.read_bytes().decode("utf-8", "replace") for r in roots for p in Path(r).rglob("*") if p.is_file()
@@ -100,7 +69,7 @@ def test_chat_only_server_works_with_auto(standin, chat_head, tmp_path):
     answer token's top_logprobs; run.json, metrics.json and ask --json say so."""
     s = standin(completions="404")
     out = tmp_path / "run"
-    r = run_sqa(_eval(s.url, chat_head, out), env=ENV)
+    r = run_sqa(served_eval_args(s.url, chat_head, out), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     run = json.loads((out / "run.json").read_text())
     assert run["server"]["endpoint"] == "chat" and run["server"]["readout"] == "top_logprobs"
@@ -131,7 +100,9 @@ def test_chat_only_server_works_with_auto(standin, chat_head, tmp_path):
 
 def test_api_completions_on_a_chat_model_is_one_line(standin, head, tmp_path):
     s = standin(completions="chat-model")
-    line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "run", "--api", "completions"), env=ENV))
+    line = one_error_line(
+        run_sqa(served_eval_args(s.url, head, tmp_path / "run", "--api", "completions"), env=ENV), notices=True
+    )
     assert "chat-only model" in line and "--api chat" in line
 
 
@@ -140,7 +111,7 @@ def test_no_logprobs_reads_by_generation(standin, chat_head, tmp_path):
     (P(yes) 1 or 0), counted as "generation"."""
     s = standin(completions="no-logprobs", chat="no-logprobs")
     out = tmp_path / "run"
-    r = run_sqa(_eval(s.url, chat_head, out), env=ENV)
+    r = run_sqa(served_eval_args(s.url, chat_head, out), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     run = json.loads((out / "run.json").read_text())
     assert (
@@ -213,7 +184,7 @@ def test_rerun_into_new_out_sends_no_request(standin, head, tmp_path):
     "as recorded at ...") and its cost shows calls sent, cached and tokens. ``sqa ask`` of a cached
     question sends none either; an uncached one probes the server first, then asks."""
     s = standin()
-    r = run_sqa(_eval(s.url, head, tmp_path / "a"), env=ENV)
+    r = run_sqa(served_eval_args(s.url, head, tmp_path / "a"), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     assert s.question_requests == 6
     run = json.loads((tmp_path / "a" / "run.json").read_text())
@@ -222,7 +193,7 @@ def test_rerun_into_new_out_sends_no_request(standin, head, tmp_path):
     assert cost["calls_sent"] == 6 and cost["calls_cached"] == 0 and cost["prompt_tokens"] > 0
     assert cost["completion_tokens"] == 6 and cost["seconds_per_question"] >= 0
     sent = (len(s.requests), s.gets)
-    r = run_sqa(_eval(s.url, head, tmp_path / "b"), env=ENV)
+    r = run_sqa(served_eval_args(s.url, head, tmp_path / "b"), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (len(s.requests), s.gets) == sent  # nothing sent at all
     run = json.loads((tmp_path / "b" / "run.json").read_text())
@@ -235,7 +206,7 @@ def test_rerun_into_new_out_sends_no_request(standin, head, tmp_path):
     a = json.loads((tmp_path / "a" / "predictions.json").read_text())
     assert a == json.loads((tmp_path / "b" / "predictions.json").read_text())
     # one more question than cached: the load is checked live at the first miss, then the question sent
-    r = run_sqa(_eval(s.url, head, tmp_path / "c", limit=7), env=ENV)
+    r = run_sqa(served_eval_args(s.url, head, tmp_path / "c", limit=7), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     assert s.question_requests == 7 and s.gets == sent[1] + 1
     run = json.loads((tmp_path / "c" / "run.json").read_text())
@@ -258,7 +229,7 @@ def test_other_weights_under_the_same_name_miss_the_cache_and_refuse_the_resume(
     and resuming the old run folder through them is refused in one line."""
     s = standin()
     out = tmp_path / "run"
-    assert run_sqa(_eval(s.url, head, out, limit=3), env=ENV).returncode == 0
+    assert run_sqa(served_eval_args(s.url, head, out, limit=3), env=ENV).returncode == 0
     s.close()
     t = standin()
     import helpers
@@ -266,10 +237,10 @@ def test_other_weights_under_the_same_name_miss_the_cache_and_refuse_the_resume(
     orig = helpers.standin_log_odds
     try:
         helpers.standin_log_odds = lambda text: -orig(text)  # other weights: other read-outs, other fingerprint
-        r = run_sqa(_eval(t.url, head, tmp_path / "other", limit=3), env=ENV)
+        r = run_sqa(served_eval_args(t.url, head, tmp_path / "other", limit=3), env=ENV)
         assert r.returncode == 0, r.stderr[-2000:]
         assert json.loads((tmp_path / "other" / "run.json").read_text())["cost"]["calls_sent"] == 3
-        line = one_error_line(run_sqa(_eval(t.url, head, out, limit=6), env=ENV))
+        line = one_error_line(run_sqa(served_eval_args(t.url, head, out, limit=6), env=ENV), notices=True)
         assert "answered through" in line and "fingerprint" in line and "another --out" in line
     finally:
         helpers.standin_log_odds = orig
@@ -283,25 +254,25 @@ def test_other_weights_behind_the_same_url_are_found_at_the_first_miss(standin, 
     import helpers
 
     s = standin()
-    assert run_sqa(_eval(s.url, head, tmp_path / "a", limit=3), env=ENV).returncode == 0
+    assert run_sqa(served_eval_args(s.url, head, tmp_path / "a", limit=3), env=ENV).returncode == 0
     fp = json.loads((tmp_path / "a" / "run.json").read_text())["server"]["fingerprint"]
     orig = helpers.standin_log_odds
     try:
         helpers.standin_log_odds = lambda text: -orig(text)
         sent = len(s.requests)
-        r = run_sqa(_eval(s.url, head, tmp_path / "b", limit=3), env=ENV)
+        r = run_sqa(served_eval_args(s.url, head, tmp_path / "b", limit=3), env=ENV)
         assert r.returncode == 0 and len(s.requests) == sent, r.stderr[-2000:]
         assert "as recorded at" in json.loads((tmp_path / "b" / "run.json").read_text())["server"]["identity"]
-        line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "c", limit=5), env=ENV))
+        line = one_error_line(run_sqa(served_eval_args(s.url, head, tmp_path / "c", limit=5), env=ENV), notices=True)
         assert fp in line and "otherwise than recorded at" in line and "run the command again" in line
         assert s.question_requests == 3  # only the probes were sent
         traces = (tmp_path / "c" / "traces.jsonl").read_text().splitlines()
         assert len(traces) <= 3  # the cached answers only
-        r = run_sqa(_eval(s.url, head, tmp_path / "d", limit=5), env=ENV)
+        r = run_sqa(served_eval_args(s.url, head, tmp_path / "d", limit=5), env=ENV)
         assert r.returncode == 0, r.stderr[-2000:]
         run = json.loads((tmp_path / "d" / "run.json").read_text())
         assert run["server"]["fingerprint"] != fp and run["cost"]["calls_sent"] == 5
-        line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "a", limit=5), env=ENV))
+        line = one_error_line(run_sqa(served_eval_args(s.url, head, tmp_path / "a", limit=5), env=ENV), notices=True)
         assert "answered through" in line and fp in line
     finally:
         helpers.standin_log_odds = orig
@@ -339,11 +310,13 @@ def test_features_and_heads_of_other_weights_under_the_same_name_are_refused(sta
     orig = helpers.standin_log_odds
     try:
         helpers.standin_log_odds = lambda text: -orig(text)  # other weights, the same name
-        line = one_error_line(run_sqa([*train, "--base-url", t.url, "--out", tmp_path / "other"], env=ENV))
+        line = one_error_line(
+            run_sqa([*train, "--base-url", t.url, "--out", tmp_path / "other"], env=ENV), notices=True
+        )
         assert "meta.json: the stored features were read from other weights behind openai:fake-reader" in line
         assert fp in line and t.url in line and "nothing was deleted" in line
         assert t.question_requests == 0  # nothing read into the store
-        line = one_error_line(run_sqa([*ask, "--base-url", t.url], env=ENV))
+        line = one_error_line(run_sqa([*ask, "--base-url", t.url], env=ENV), notices=True)
         assert "its features were read from other weights" in line and fp in line
         assert f"`sqa eval --split train --model openai:fake-reader --base-url {t.url}`" in line
     finally:
@@ -363,7 +336,7 @@ def test_fingerprint_reads_allow_serving_noise_only():
 def test_two_servers_share_the_work(standin, head, tmp_path):
     a, b = standin(latency=0.05), standin(latency=0.05)
     out = tmp_path / "run"
-    r = run_sqa(_eval([a.url, b.url], head, out, limit=8), env=ENV)
+    r = run_sqa(served_eval_args([a.url, b.url], head, out, limit=8), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     run = json.loads((out / "run.json").read_text())
     assert sorted(run["server"]["base_urls"]) == sorted([a.url, b.url])
@@ -380,13 +353,13 @@ def test_password_with_url_characters_is_sent_as_basic_auth_and_shown_nowhere(st
     s = standin()
     url = s.url.replace("http://", f"http://sqauser:{pw}@")
     out = tmp_path / "run"
-    r = run_sqa(_eval(url, head, out, limit=2), env=ENV)
+    r = run_sqa(served_eval_args(url, head, out, limit=2), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"Basic {base64.b64encode(f'sqauser:{pw}'.encode()).decode()}" in s.auth
     assert "SECRET" not in r.stdout + r.stderr + _texts(out)
     bad = url.replace(f":{s.url.rsplit(':', 1)[1].split('/')[0]}/", ":80a/")
-    r = run_sqa(_eval(bad, head, tmp_path / "run2", limit=2), env=ENV)
-    line = one_error_line(r)
+    r = run_sqa(served_eval_args(bad, head, tmp_path / "run2", limit=2), env=ENV)
+    line = one_error_line(r, notices=True)
     assert "port is not a number" in line and "SECRET" not in r.stdout + r.stderr
 
 
@@ -394,7 +367,7 @@ def test_password_with_url_characters_is_sent_as_basic_auth_and_shown_nowhere(st
 def test_non_finite_or_absurd_logprobs_count_as_missing(standin, head, tmp_path, bad):
     s = standin(bad=bad)  # in the questions' answers only (the load-time probes read well)
     out = tmp_path / "run"
-    r = run_sqa(_eval(s.url, head, out, limit=3), env=ENV)
+    r = run_sqa(served_eval_args(s.url, head, out, limit=3), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     m = json.loads((out / "metrics.json").read_text())
     assert m["yes_no_unread"]["missing"] == 3
@@ -403,28 +376,32 @@ def test_non_finite_or_absurd_logprobs_count_as_missing(standin, head, tmp_path,
 @pytest.mark.parametrize("bad,words", [("malformed", "not JSON"), ("cut", "closed the connection")])
 def test_malformed_or_cut_body_is_one_line(standin, head, tmp_path, bad, words):
     s = standin(bad=bad)
-    line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "run", limit=2), env=ENV))
+    line = one_error_line(run_sqa(served_eval_args(s.url, head, tmp_path / "run", limit=2), env=ENV), notices=True)
     assert words in line and s.url in line
 
 
 def test_keys_timeouts_paths_and_aliases(standin, head, tmp_path):
     s = standin(key="right-key-123")
-    line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "r1"), env={"SQA_OPENAI_MAX_RETRIES": "0"}))
+    line = one_error_line(
+        run_sqa(served_eval_args(s.url, head, tmp_path / "r1"), env={"SQA_OPENAI_MAX_RETRIES": "0"}), notices=True
+    )
     assert "none is set" in line and "$SQA_OPENAI_API_KEY" in line
-    line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "r2"), env=ENV))
+    line = one_error_line(run_sqa(served_eval_args(s.url, head, tmp_path / "r2"), env=ENV), notices=True)
     assert "refused the key in $OPENAI_API_KEY" in line and KEY not in line
-    r = run_sqa(_eval(s.url, head, tmp_path / "r3", limit=2), env={"SQA_OPENAI_API_KEY": "right-key-123"})
+    r = run_sqa(served_eval_args(s.url, head, tmp_path / "r3", limit=2), env={"SQA_OPENAI_API_KEY": "right-key-123"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert "right-key-123" not in r.stdout + r.stderr + _texts(tmp_path / "r3")
-    line = one_error_line(run_sqa(_eval(s.url, head, tmp_path / "r4"), env={**ENV, "SQA_OPENAI_TIMEOUT": "inf"}))
+    line = one_error_line(
+        run_sqa(served_eval_args(s.url, head, tmp_path / "r4"), env={**ENV, "SQA_OPENAI_TIMEOUT": "inf"}), notices=True
+    )
     assert "$SQA_OPENAI_TIMEOUT='inf'" in line
     t = standin()
-    line = one_error_line(run_sqa(_eval(t.url[:-3], head, tmp_path / "r5"), env=ENV))
+    line = one_error_line(run_sqa(served_eval_args(t.url[:-3], head, tmp_path / "r5"), env=ENV), notices=True)
     assert "does not end in /v1" in line and f"{t.url}" in line
     t.answer_as = "other-model"
-    line = one_error_line(run_sqa(_eval(t.url, head, tmp_path / "r6"), env=ENV))
+    line = one_error_line(run_sqa(served_eval_args(t.url, head, tmp_path / "r6"), env=ENV), notices=True)
     assert "answered as model 'other-model'" in line and "--allow-model-alias" in line
-    r = run_sqa(_eval(t.url, head, tmp_path / "r7", "--allow-model-alias", limit=2), env=ENV)
+    r = run_sqa(served_eval_args(t.url, head, tmp_path / "r7", "--allow-model-alias", limit=2), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
 
 
@@ -449,13 +426,13 @@ def test_hung_server_is_bounded_well_under_a_minute(standin, head):
         timeout=120,
     )
     took = time.monotonic() - t
-    assert "did not answer within 20 s (2 tries" in one_error_line(r)
+    assert "did not answer within 20 s (2 tries" in one_error_line(r, notices=True)
     assert took < 55, took
 
 
 def test_nothing_listening_on_any_server(head, tmp_path):
     urls = [f"http://127.0.0.1:{free_port()}/v1", f"http://127.0.0.1:{free_port()}/v1"]
-    line = one_error_line(run_sqa(_eval(urls, head, tmp_path / "run"), env=ENV))
+    line = one_error_line(run_sqa(served_eval_args(urls, head, tmp_path / "run"), env=ENV), notices=True)
     assert "no OpenAI-compatible server answers at" in line
 
 
@@ -496,7 +473,7 @@ def test_served_flags_with_a_local_model_are_one_line(tmp_path):
             tmp_path / "run",
         ]
     )
-    assert "--api goes with a served model" in one_error_line(r)
+    assert "--api goes with a served model" in one_error_line(r, notices=True)
     r = run_sqa(
         [
             "eval",
@@ -512,7 +489,7 @@ def test_served_flags_with_a_local_model_are_one_line(tmp_path):
             tmp_path / "run",
         ]
     )
-    assert "--api 'neither': use one of auto, chat, completions" in one_error_line(r)
+    assert "--api 'neither': use one of auto, chat, completions" in one_error_line(r, notices=True)
 
 
 def test_a_lost_server_hands_its_requests_to_the_other(standin, head, tmp_path):
@@ -528,7 +505,7 @@ def test_a_lost_server_hands_its_requests_to_the_other(standin, head, tmp_path):
 
     threading.Thread(target=stop_a, daemon=True).start()
     out = tmp_path / "run"
-    r = run_sqa(_eval([a.url, b.url], head, out, limit=8), env=ENV)
+    r = run_sqa(served_eval_args([a.url, b.url], head, out, limit=8), env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "complete: 8/8" in r.stdout
     assert 2 <= a.question_requests <= 3 and b.question_requests >= 5  # a answered no more once closed
