@@ -161,16 +161,13 @@ class OpenAIModel(LoadRecord, LoadProbes, ModelBase):
         )
         self._extra: dict = dict(NEUTRAL_EXTRA)
         self._thinking_kw: dict = {}
-        self._live_lock, self.recorded_at, self._fixed = threading.Lock(), None, fixed
+        self._live_lock, self.recorded_at, self._fixed, self._refused = threading.Lock(), None, fixed, None
         self._load_key = load_key([s.url for s in self.servers], name, opts.api) if self.cache is not None else None
         recorded = self.cache.get_load(self._load_key) if self._load_key is not None else None
         # a load recorded before is taken as it was (no request); probed live at the first cache miss
         self.live = not (recorded is not None and self._adopt(recorded))
         if self.live:
-            self.entry = self._check_served()
-            self.endpoint, self.top_logprobs, self.thinking = self._choose_endpoint(opts.api)
-            self.prefill = self._probe_prefill() if self.endpoint == "chat" else "completions-text"
-            self.fingerprint = self._fingerprint()
+            self._probe_findings()
             if not fixed:  # measured on every server at once
                 with ThreadPoolExecutor(len(self.servers)) as ex:
                     for s, n in zip(self.servers, ex.map(self._measure_concurrency, self.servers)):

@@ -92,6 +92,16 @@ class LoadRecord:
             s.concurrency = max(1, conc.get(s.shown, 1))
         return True
 
+    def _probe_findings(self) -> None:
+        """Ask the servers what loading finds (``sqa.models.served_probe``: the ``/v1/models`` entry,
+        endpoint and top logprobs, thinking, prefill, fingerprint), in that order, setting each on
+        this model from neutral request fields; concurrency is measured apart. Raises ServerError."""
+        self._extra, self._thinking_kw = dict(NEUTRAL_EXTRA), {}
+        self.entry = self._check_served()
+        self.endpoint, self.top_logprobs, self.thinking = self._choose_endpoint(self.options.api)
+        self.prefill = self._probe_prefill() if self.endpoint == "chat" else "completions-text"
+        self.fingerprint = self._fingerprint()
+
     def _record(self) -> None:
         if self.cache is not None and self._load_key is not None:
             rec = self._findings()
@@ -104,15 +114,11 @@ class LoadRecord:
         with self._live_lock:
             if self.live:
                 return
-            if getattr(self, "_refused", None) is not None:  # found other weights already: no probes again
+            if self._refused is not None:  # found other weights already: no probes again
                 raise ServerError(str(self._refused))
             probe = copy.copy(self)  # probes set fields as they go: never on the model answering
             probe.live = True
-            probe._extra, probe._thinking_kw = dict(NEUTRAL_EXTRA), {}
-            probe.entry = probe._check_served()
-            probe.endpoint, probe.top_logprobs, probe.thinking = probe._choose_endpoint(self.options.api)
-            probe.prefill = probe._probe_prefill() if probe.endpoint == "chat" else "completions-text"
-            probe.fingerprint = probe._fingerprint()
+            probe._probe_findings()
             old, new = self._findings(), probe._findings()
             diff = [k for k in SHAPING if old[k] != new[k]]
             same_weights = old["fingerprint"] == new["fingerprint"] or same_reads(
