@@ -82,12 +82,8 @@ class FactsReader:
         prompt_form: str | None = None,
     ):
         form = reader_form(model, prompt_form or (head_form(head) if head is not None else "text"))
-        if head is not None and head_form(head) != form:
-            raise SqaError(
-                f"{head.shown}: fitted on the facts reader's {head_form(head)}-form reads, but {model.name} reads "
-                f"its prompts in the {form} form ({FORM_WHY[form]}), so its answers would be wrong; "
-                f"{FORM_FIX[form]}"
-            )
+        if head is not None:
+            check_head_form(head, form, f"{model.name} reads its prompts in")
         if head is not None and head.spec.uses_facts and retriever is None and oracle is None:
             raise SqaError(
                 "this answer head reads facts, so it needs retrieval; use the no-retrieval head "
@@ -253,6 +249,17 @@ def head_form(head: AnswerHead) -> str:
     (``sqa.facts.prompt.form_of_version``; heads from before the chat form: "text")."""
     prov = head.provenance or {}
     return form_of_version(prov.get("prompt") or (prov.get("facts") or {}).get("prompt"))
+
+
+def check_head_form(head: AnswerHead, form: str, reader: str) -> None:
+    """Raise SqaError (one line, saying how to read as the head was fitted) when ``head`` was fitted
+    on reads of another prompt form than ``form``, the one ``reader`` (e.g. "this run reads") reads
+    in: its answers would be silently wrong."""
+    if head_form(head) != form:
+        raise SqaError(
+            f"{head.shown}: fitted on the facts reader's {head_form(head)}-form reads, but {reader} the "
+            f"{form} form ({FORM_WHY[form]}), so its answers would be wrong; {FORM_FIX[form]}"
+        )
 
 
 def reader_form(model, asked: str = "text") -> str:
@@ -434,11 +441,7 @@ def head_for(model_name: str, kind: str, path: str | Path | None = None, form: s
     if path:
         head = AnswerHead.load(path)
         head.check_size(size, model_name)  # before any model loads
-        if head_form(head) != form:
-            raise SqaError(
-                f"{head.shown}: fitted on the facts reader's {head_form(head)}-form reads, but this run reads "
-                f"the {form} form ({FORM_WHY[form]}), so its answers would be wrong; {FORM_FIX[form]}"
-            )
+        check_head_form(head, form, "this run reads")
         return head
     head = choose_head(model_stem(model_name), kind, train_command(model_name, form), form).head
     head.check_size(size, model_name)
