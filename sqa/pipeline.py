@@ -184,6 +184,7 @@ def build_reader(
     chat_template: str | Path | None = None,
     prompt_form: str = "text",
     zero_shot: bool = False,
+    prefill: bool = True,
 ) -> Pipeline:
     """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
     fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
@@ -197,6 +198,7 @@ def build_reader(
     facts reader's prompt form ("text" | "chat", ``sqa.facts.prompt``; a model served over chat reads
     "chat" whatever is asked). ``zero_shot``: the facts reader answers with the model's own P(yes)
     even when the model has a head (a train cut too small to cross-fit, ``sqa.api.evaluate``).
+    ``prefill``: the steps reader's (False: its transcript in closed chat turns).
     Raises SqaError for a missing index, model or head, for a head that reads hidden states with a
     served model (which gives none), and for a head of another prompt form."""
     from sqa.models.registry import load_model, model_stem
@@ -246,6 +248,7 @@ def build_reader(
                 k,
                 retrieval=preset.retrieval,
                 demo_selector=DemoSelector(fewshot_pool) if fewshot_pool is not None else None,
+                prefill=prefill,
             )
     except BaseException:
         if be is not None:
@@ -267,11 +270,12 @@ def reader_factory(
     chat_template: str | Path | None = None,
     prompt_form: str = "text",
     zero_shot: bool = False,
+    prefill: bool = True,
 ) -> Callable:
     """``pool -> reader`` for ``sqa.eval.runner.run_eval``: builds the reader once (the model loads
     once); the steps reader then switches its few-shot pool per cross-fitting fold, the facts
-    reader's demonstrations are fixed so the pool does not change it. ``zero_shot``: as
-    :func:`build_reader`'s."""
+    reader's demonstrations are fixed so the pool does not change it. ``zero_shot`` and
+    ``prefill``: as :func:`build_reader`'s."""
     state: dict = {}
 
     def reader_for(pool):
@@ -289,6 +293,7 @@ def reader_factory(
                 chat_template=chat_template,
                 prompt_form=prompt_form,
                 zero_shot=zero_shot,
+                prefill=prefill,
                 fewshot_pool=pool.questions if pool is not None else None,
             )
             return p.reader

@@ -218,6 +218,10 @@ class Prediction:
         return {"answer": self.answer, "decomposition": list(self.decomposition), "paragraphs": list(self.paragraphs)}
 
 
+# the user turn that follows a reply carried as a closed turn (ChatPrompt.as_turns)
+CONTINUE = "Continue your last message exactly where it stopped, without repeating any of it."
+
+
 @dataclass(frozen=True)
 class ChatPrompt:
     """A prompt as chat messages, rendered by each model in its own chat template.
@@ -232,6 +236,17 @@ class ChatPrompt:
 
     def extend(self, text: str) -> "ChatPrompt":
         return ChatPrompt(self.messages, self.reply + text)
+
+    def as_turns(self) -> "ChatPrompt":
+        """The same prompt with its reply carried as closed turns: the reply as a closed assistant
+        turn, then a user turn asking to continue it (:data:`CONTINUE`), and an empty open assistant
+        turn. This is what sqa sends a chat server that cannot continue an assistant message
+        (``sqa.models.openai``) and what the steps reader reads with ``prefill=False``, so an
+        in-process model can read the very messages such a server reads. A prompt with an empty
+        reply is returned as it is."""
+        if not self.reply:
+            return self
+        return ChatPrompt(self.messages + (("assistant", self.reply), ("user", CONTINUE)))
 
 
 @dataclass(frozen=True)

@@ -352,6 +352,25 @@ def test_run_recorded_before_an_identity_key_existed_still_resumes(tmp_path):
     assert rec["identity"]["retrieval"] is True and "index_dir" not in json.dumps(rec)
 
 
+def test_a_steps_run_read_in_turns_never_resumes_one_read_continued(tmp_path):
+    """``prefill`` (``--no-prefill``: the steps reader's transcript in closed chat turns) is part of
+    the run's identity: a run recorded before it existed resumes as prefill=True, and once a question
+    is answered, the other form is refused (its answers would mix two prompt forms)."""
+    from sqa.eval.runner import check_run_file
+
+    opts = EvalOptions(split="dev", model="m", decomposition="predicted")
+    check_run_file(tmp_path, opts, INDEX)
+    run = tmp_path / "run.json"
+    data = json.loads(run.read_text())
+    assert data["identity"]["prefill"] is True
+    del data["identity"]["prefill"]
+    run.write_text(json.dumps(data))
+    (tmp_path / "traces.jsonl").write_text('{"qid": "x"}\n')
+    assert check_run_file(tmp_path, opts, INDEX)
+    with pytest.raises(SqaError, match="prefill: True -> False"):
+        check_run_file(tmp_path, EvalOptions(split="dev", model="m", decomposition="predicted", prefill=False), INDEX)
+
+
 def test_format_1_run_json_with_an_index_path_resumes_on_an_index_of_the_same_identity(tmp_path):
     """run.json format 1 named the index directory (absolute) and the steps reader's decision: it
     resumes wherever an index with the same backend, corpus and paragraph count is, and a run

@@ -156,8 +156,8 @@ def test_steps_transcript_over_chat(standin, prefill, strict, expect):
     """A ChatPrompt's reply (the steps reader's transcript) over chat: continued as the final
     assistant message where the server can (vLLM's flag, llama-server's default), else carried as
     turns (an assistant turn, then a user turn asking to continue)."""
-    from sqa.models.openai import CONTINUE, OpenAIModel
-    from sqa.types import ChatPrompt
+    from sqa.models.openai import OpenAIModel
+    from sqa.types import CONTINUE, ChatPrompt
 
     s = standin(completions="404", prefill=prefill, strict=strict)
     m = OpenAIModel("fake-reader", s.url, api="chat", concurrency=1)

@@ -19,7 +19,7 @@ from sqa.steps.reader import DECISION, StepsReader, combine_log_odds
 from sqa.retriever.backend import BackendRetriever
 from sqa.retriever.clean import resolve_references
 from sqa.strategyqa import load_questions, questions_by_id
-from sqa.types import Question, SqaError
+from sqa.types import CONTINUE, ChatPrompt, Question, SqaError
 
 
 class RecordingRetriever:
@@ -73,6 +73,58 @@ def test_step_loop_substitutes_earlier_answers_on_real_questions(gold_index):
         assert res.p_yes == pytest.approx(combine_log_odds([0.9, 0.2, 0.2])) and res.answer is False
         assert len(res.paragraphs) == 5 and len(set(res.paragraphs)) == 5
         assert all(len(s.evidence) == 5 for s in res.steps)
+
+
+class TurnsRecorder(ScriptedModel):
+    """ScriptedModel that records the ChatPrompts it is given as they are, and answers a prompt in
+    turns as ScriptedModel answers the same transcript continued (so both forms answer alike)."""
+
+    def __init__(self, steps=None):
+        super().__init__(steps)
+        self.given: list[ChatPrompt] = []
+
+    def _continued(self, prompts):
+        self.given.extend(prompts)
+        return [ChatPrompt(p.messages[:-2], p.messages[-2][1]) if not p.reply else p for p in prompts]
+
+    def generate(self, prompts, max_tokens, stop=()):
+        return super().generate(self._continued(prompts), max_tokens, stop)
+
+    def yes_probability(self, prompts):
+        return super().yes_probability(self._continued(prompts))
+
+
+def test_no_prefill_carries_the_transcript_in_closed_turns(gold_index):
+    """``prefill=False`` (``--no-prefill``): every prompt the model is given has an empty reply and
+    ends with the transcript as a closed assistant turn, then the user turn asking to continue
+    (what sqa sends a chat server without assistant prefill); the same transcript as with prefill."""
+    q = _with_refs(n=1)[0]
+    runs = {}
+    for prefill in (True, False):
+        model = TurnsRecorder()
+        res = StepsReader(model, BackendRetriever(gold_index), k=3, prefill=prefill).answer(
+            q.question, qid=q.qid, decomposition=list(q.decomposition)
+        )
+        runs[prefill] = (model.given, res)
+    (continued, a), (turns, b) = runs[True], runs[False]
+    assert len(continued) == len(turns) > 3 and all(p.reply for p in continued)
+    for c, t in zip(continued, turns):
+        assert t.reply == "" and t.messages[-1] == ("user", CONTINUE)
+        assert t.messages[:-2] == c.messages and t.messages[-2] == ("assistant", c.reply)
+    assert [s.answer for s in a.steps] == [s.answer for s in b.steps] and a.p_yes == b.p_yes
+    assert ChatPrompt(continued[0].messages).as_turns() == ChatPrompt(continued[0].messages)  # no reply: as it is
+
+
+def test_no_prefill_with_the_facts_reader_is_one_line(tmp_path):
+    """``--no-prefill`` goes with the steps reader: with the facts reader it is one line, exit 2,
+    before any model loads."""
+    from helpers import one_error_line, run_sqa, throwaway_home
+
+    env = {"SQA_HOME": str(throwaway_home(tmp_path / "home"))}
+    line = one_error_line(run_sqa(["ask", "--no-prefill", "Is the sun a star?"], env=env))
+    assert "--no-prefill goes with the steps reader" in line
+    line = one_error_line(run_sqa(["eval", "--split", "dev", "--limit", "1", "--no-prefill"], env=env))
+    assert "--no-prefill goes with the steps reader" in line
 
 
 def test_predicted_decomposition_is_parsed_and_operation_step_is_not_read(gold_index):

@@ -58,15 +58,18 @@ class Asked:
     lm: Any = None  # the loaded model (its read-out statistics: sqa.render.tables.served_notes)
     facts_reader: bool = True  # the facts reader answered (else the steps reader)
     prompt_form: str = ""  # the facts reader's: "text" | "chat" (sqa.facts.prompt)
+    prefill: bool | None = None  # the steps reader's: transcript continued (True) or in closed turns
 
     def to_json(self) -> dict:
         """The ``sqa ask --json`` object: ``ReasoningResult.to_ask_json()`` ({"question",
         "decomposition": [{"step", "answer", "evidence", "facts"?}], "answer", "confidence",
-        "paragraphs", ...}), the served model's details, the facts reader's ``prompt_form`` and, when a
-        head answered, ``head_fitted_on``."""
+        "paragraphs", ...}), the served model's details, the facts reader's ``prompt_form`` or the
+        steps reader's ``prefill`` and, when a head answered, ``head_fitted_on``."""
         obj = {**self.result.to_ask_json(), **self.server}
         if self.prompt_form:  # how the facts reader's prompts were read: as text, or in the chat template
             obj["prompt_form"] = self.prompt_form
+        if self.prefill is not None:  # how the steps reader's transcript was read: continued, or in turns
+            obj["prefill"] = self.prefill
         if self.facts_reader and self.result.head:  # which head answered and how many questions it saw
             from sqa.facts.heads import fitted_count
 
@@ -116,6 +119,7 @@ def ask_question(
         result = pipe.reader.answer_batch([q], decomposition="question" if facts else decomposition or "predicted")[0]
     asked = Asked(result, reader.model, reader.base_url, head, facts_reader=facts)
     asked.prompt_form = reader.prompt_form if facts else ""
+    asked.prefill = None if facts else reader.prefill
     if facts and steps and not result.steps:  # a head that reads step facts has written them already
         t_steps = time.perf_counter()
         asked.step_facts, asked.demos_by = steps_for_display(pipe.reader, question, result, reader.k, status, note)

@@ -220,6 +220,7 @@ def evaluate(
         protocol=protocol,
         chat_template=reader.chat_template_id,
         prompt_form=reader.prompt_form if preset.reader == "facts" else "text",
+        prefill=reader.prefill,
     )
     tag = decomposition if preset.retrieval else f"{decomposition}-noretrieval"
     if preset.reader == "facts":
@@ -269,6 +270,7 @@ def _reader_for(reader: "Reader", head, features_cache, zero_shot: bool = False)
             chat_template=reader.chat_template,
             prompt_form=reader.prompt_form,
             zero_shot=zero_shot,
+            prefill=reader.prefill,
         )
 
     def reader_for(pool):

@@ -95,7 +95,9 @@ class Reader:
     steps reader's chat prompts (default: the model's own). ``apply_chat_template``: the facts
     reader reads its prompts in the model's own chat template (the "chat" prompt form,
     ``sqa.facts.prompt``; a model served with ``api="chat"`` always does), answered by a head fitted
-    on that form or zero-shot. ``index``: an :class:`sqa.Index`, an index directory, or None
+    on that form or zero-shot. ``prefill=False``: the steps reader carries its transcript as closed
+    chat turns (``sqa.steps.reader.StepsReader``), what a chat server without assistant prefill
+    reads. ``index``: an :class:`sqa.Index`, an index directory, or None
     (``$SQA_HOME/index``); not opened by presets that read no evidence. ``k``: paragraphs
     retrieved (top-k); ``head``: an answer head file for the facts reader (default: the model's
     own, from ``sqa eval --split train``, or the shipped one). The model loads on the first
@@ -118,6 +120,7 @@ class Reader:
         head: str | Path | None = None,
         chat_template: str | Path | None = None,
         apply_chat_template: bool = False,
+        prefill: bool = True,
         backend: str = "embedded",
     ):
         from sqa.models.registry import DEFAULT_MODEL, is_served
@@ -155,6 +158,12 @@ class Reader:
                 "--apply-chat-template goes with the facts reader; the steps reader's prompts are chat "
                 "prompts already, rendered in the model's own chat template"
             )
+        if not prefill and preset.reader != "steps":
+            raise BadInput(
+                "--no-prefill goes with the steps reader (--preset steps): the facts reader's prompts "
+                "have no assistant message to continue"
+            )
+        self.prefill = prefill
         api_asked = base_url.api if isinstance(base_url, ServedOptions) else "auto"
         if apply_chat_template and is_served(self.model) and api_asked == "completions":
             raise BadInput(
@@ -257,6 +266,7 @@ class Reader:
                 base_url=self.base_url,
                 chat_template=self.chat_template,
                 prompt_form=self.prompt_form,
+                prefill=self.prefill,
             )
         return self._pipeline
 

@@ -19,6 +19,7 @@ from sqa.cli.common import (
     BackendOpt,
     BaseUrlOpt,
     ChatTemplateOpt,
+    PrefillOpt,
     IndexDirOpt,
     JsonOpt,
     PresetOpt,
@@ -60,6 +61,7 @@ def ask_command(
     allow_model_alias: AliasOpt = False,
     chat_template: ChatTemplateOpt = None,
     apply_chat_template: ApplyChatTemplateOpt = False,
+    prefill: PrefillOpt = True,
 ) -> None:
     """Answer a yes/no question with a preset's reader (default facts) and show the evidence."""
     from sqa.api.ask import ask_question, check_ask
@@ -83,6 +85,7 @@ def ask_command(
         head=head if facts else None,
         chat_template=chat_template,
         apply_chat_template=apply_chat_template,
+        prefill=prefill,
         backend=backend,
     )
     err = Console(stderr=True)

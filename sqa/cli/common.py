@@ -19,6 +19,7 @@ HELP = {
     "alias": "With --model openai:NAME: accept answers whose `model` field names another model than asked for (stopped otherwise).",
     "chat_template": "A Jinja chat template file (or a tokenizer_config.json holding one) that renders the steps reader's chat prompts instead of the model's own (a .gguf file's tokenizer.chat_template, else ChatML); in-process models only.",
     "apply_chat_template": "The facts reader reads its prompts in the model's own chat template (one user turn), as a model served over --api chat does; answered by a head fitted on that form, else zero-shot.",
+    "prefill": "The steps reader continues its transcript in the open assistant message (--prefill), or carries it as closed chat turns (--no-prefill), what sqa sends a chat server that cannot continue a message (llama-cpp-python's); to compare in-process with such a server.",
     "preset": "A shipped reader configuration (sqa/presets.py): facts (default), no-retrieval, oracle-facts, oracle-paragraphs, steps. --reader/--no-retrieval/--oracle map onto these.",
 }
 
@@ -36,6 +37,7 @@ ApiOpt = Annotated[str, opt("--api", key="api", show_default=True)]
 AliasOpt = Annotated[bool, opt("--allow-model-alias", key="alias", show_default=True)]
 ChatTemplateOpt = Annotated[Optional[Path], opt("--chat-template", key="chat_template")]
 ApplyChatTemplateOpt = Annotated[bool, opt("--apply-chat-template", key="apply_chat_template", show_default=True)]
+PrefillOpt = Annotated[bool, opt("--prefill/--no-prefill", key="prefill", show_default=True)]
 PresetOpt = Annotated[Optional[str], opt("--preset", key="preset")]
 JsonOpt = Annotated[bool, opt("--json", help="Print the result as one JSON object.", show_default=True)]
 

@@ -20,6 +20,7 @@ from sqa.cli.common import (
     BackendOpt,
     BaseUrlOpt,
     ChatTemplateOpt,
+    PrefillOpt,
     IndexDirOpt,
     PresetOpt,
     choose_preset,
@@ -94,6 +95,7 @@ def eval_command(
     replace_heads: Annotated[bool, opt("--replace-heads", help=HELP["replace_heads"], show_default=True)] = False,
     chat_template: ChatTemplateOpt = None,
     apply_chat_template: ApplyChatTemplateOpt = False,
+    prefill: PrefillOpt = True,
     answering: Annotated[str, opt("--answering", help=HELP["answering"], show_default=True)] = "auto",
 ) -> None:
     """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out;
@@ -131,6 +133,7 @@ def eval_one(params: dict, lm=None) -> None:
         head=o["head"],
         chat_template=o["chat_template"],
         apply_chat_template=o["apply_chat_template"],
+        prefill=o["prefill"],
         backend=o["backend"],
     )
     console = Console(stderr=True)

@@ -16,8 +16,9 @@ its P(yes) then differs from a completions read-out of the same text). A ``ChatP
 non-empty ``reply`` (the steps reader's growing transcript) is continued as the final assistant
 message where the server can (probed at load: vLLM/SGLang's ``continue_final_message``, which
 llama.cpp's llama-server also accepts; llama-server continues a final assistant message by
-default); elsewhere (llama-cpp-python's server, OpenAI) it is carried as turns: the reply as an
-assistant turn, then a user turn asking to continue it.
+default); elsewhere (llama-cpp-python's server, OpenAI) it is carried as turns
+(``ChatPrompt.as_turns``: the reply as an assistant turn, then a user turn asking to continue it),
+which an in-process model reads too with the steps reader's ``prefill=False`` (``--no-prefill``).
 
 Read-outs (``capabilities.readout``): ``top_logprobs`` of the answer's first token (``logprobs``
 = the most the server accepts, at most 20; parsing in ``sqa.models.served_read``); a model whose
@@ -79,7 +80,6 @@ from sqa.types import ModelCapabilities, Prompt, ServerError, ServerLost, SqaErr
 
 PREFIX = "openai:"
 YES_WORDS, NO_WORDS = R.YES_WORDS, R.NO_WORDS
-CONTINUE = "Continue your last message exactly where it stopped, without repeating any of it."
 
 
 def served_name(model: str) -> str | None:
@@ -235,12 +235,14 @@ class OpenAIModel(LoadRecord, LoadProbes, ModelBase):
         msgs = [{"role": r, "content": c} for r, c in prompt.messages]
         if not prompt.reply:
             return msgs, {}
-        msgs.append({"role": "assistant", "content": prompt.reply})
         if self.prefill == "continue_final_message":
-            return msgs, {"continue_final_message": True, "add_generation_prompt": False}
+            return msgs + [{"role": "assistant", "content": prompt.reply}], {
+                "continue_final_message": True,
+                "add_generation_prompt": False,
+            }
         if self.prefill == "final-assistant":
-            return msgs, {}
-        return msgs + [{"role": "user", "content": CONTINUE}], {}
+            return msgs + [{"role": "assistant", "content": prompt.reply}], {}
+        return [{"role": r, "content": c} for r, c in prompt.as_turns().messages], {}
 
     def _body(self, endpoint: str, prompt: Prompt, max_tokens: int, logprobs: int, stop: Sequence[str] = ()) -> dict:
         body: dict = {"model": self.served, "max_tokens": max_tokens, "temperature": 0.0, **self._extra}

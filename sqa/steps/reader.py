@@ -88,6 +88,10 @@ class StepsReader:
       ``paragraphs``; ``retriever`` may then be None.
     - ``settings``: :class:`StepsSettings`; ``demo_selector``: where demonstrations come from
       (default: BM25 over train-2061).
+    - ``prefill``: the transcript is continued in the open assistant message (True, the default);
+      False carries it as closed turns (``ChatPrompt.as_turns``), the messages sqa sends a chat
+      server that cannot continue an assistant message, so an in-process model reads what such a
+      server reads (``--no-prefill``).
 
     Raises SqaError for an empty question, an unknown mode, or retrieval without a retriever.
     """
@@ -101,6 +105,7 @@ class StepsReader:
         settings: StepsSettings = StepsSettings(),
         retrieval: bool = True,
         demo_selector: P.DemoSelector | None = None,
+        prefill: bool = True,
     ):
         if retrieval and retriever is None:
             raise SqaError(
@@ -111,6 +116,7 @@ class StepsReader:
         self.k = k
         self.settings = settings
         self.retrieval = retrieval
+        self.prefill = prefill
         self._selector = demo_selector
 
     @property
@@ -130,7 +136,12 @@ class StepsReader:
             settings=self.settings,
             retrieval=self.retrieval,
             demo_selector=P.DemoSelector(questions) if questions is not None else P.default_selector(),
+            prefill=self.prefill,
         )
+
+    def _sent(self, prompts: Sequence[ChatPrompt]) -> list[ChatPrompt]:
+        """The prompts as the model is given them: as they are, or with the transcript in turns."""
+        return list(prompts) if self.prefill else [p.as_turns() for p in prompts]
 
     # -- public API ---------------------------------------------------------------------------
     def answer(
@@ -214,7 +225,9 @@ class StepsReader:
             return
         t = time.perf_counter()
         outs = self.model.generate(
-            [st.prompt.extend("Steps:\n1.") for st in todo], self.settings.decompose_tokens, P.DECOMPOSE_STOP
+            self._sent([st.prompt.extend("Steps:\n1.") for st in todo]),
+            self.settings.decompose_tokens,
+            P.DECOMPOSE_STOP,
         )
         dt = (time.perf_counter() - t) / len(todo)
         for st, out in zip(todo, outs):
@@ -262,7 +275,7 @@ class StepsReader:
         if not gen:
             return
         t = time.perf_counter()
-        outs = self.model.generate([st.prompt for st in gen], self.settings.answer_tokens, P.READ_STOP)
+        outs = self.model.generate(self._sent([st.prompt for st in gen]), self.settings.answer_tokens, P.READ_STOP)
         dt = (time.perf_counter() - t) / len(gen)
         for st, out in zip(gen, outs):
             ans = out.strip().rstrip(".").strip() or "unknown"
@@ -297,7 +310,7 @@ class StepsReader:
                 st.plain_prefix.extend("Answer:"),
             )
         ]
-        probs = self.model.yes_probability(prompts)
+        probs = self.model.yes_probability(self._sent(prompts))
         dt = (time.perf_counter() - t) / n
         total = (time.perf_counter() - t_start) / n
         results = []
