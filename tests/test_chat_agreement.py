@@ -8,6 +8,8 @@
   0.3.36, the ``llama_server`` fixture of tests/test_server.py) over ``--api chat`` read the same
   chat-form prompts: the same facts-reader P(yes) within ``TOLERANCE`` (slow, server; the 0.5B,
   2 dev questions).
+- The steps reader's transcript in turns (``--no-prefill``) in-process and over that server's chat
+  endpoint (which carries it as turns): the same prompt tokens and P(yes) (slow, server; one prompt).
 """
 
 from __future__ import annotations
@@ -170,3 +172,35 @@ def test_completions_logprobs_in_the_chat_format_are_read():
     }
     lo, kind = R.log_odds(R.answer_position(R.token_positions(resp, "completions")))
     assert kind == "both" and abs(lo - 0.79) < 1e-9
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_no_prefill_in_process_reads_the_tokens_the_server_reads_over_chat(llama_server, monkeypatch):  # noqa: F811
+    """A steps-reader transcript on a real dev question (its demonstrations, a decomposition, the
+    final question): llama-cpp-python's chat endpoint cannot continue an assistant message, so the
+    transcript goes as turns (``ChatPrompt.as_turns``); in-process with the steps reader's
+    ``prefill=False`` the 0.5B reads the same messages: as many prompt tokens as the server's
+    ``usage`` counts, and P(yes) within TOLERANCE."""
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
+    from sqa.models.openai import OpenAIModel
+    from sqa.models.registry import load_model
+    from sqa.steps import prompts as P
+    from sqa.strategyqa import load_questions
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    q = load_questions("dev")[0]
+    demos = P.default_selector().select(q.question, 3, exclude_qid=q.qid)
+    steps = "Steps:\n" + P.format_steps(list(q.decomposition))
+    prompt = P.question_prompt(demos, q.question).extend(steps).extend(f"Question: {q.question}\nAnswer:")
+    served = OpenAIModel(MODEL, llama_server, api="chat", concurrency=1)
+    assert served.prefill == "turns" and not served.capabilities.prefill
+    local = load_model(MODEL)
+    turns = prompt.as_turns()
+    assert turns.messages[-2] == ("assistant", prompt.reply)
+    p_served = served.yes_probability([prompt])[0]
+    assert served.cost.calls_sent == 1 and served.cost.prompt_tokens == len(
+        local.tokenize(local.template.render(turns))
+    )
+    p_local = local.yes_probability([turns])[0]
+    assert abs(p_local - p_served) <= TOLERANCE, (p_local, p_served)
