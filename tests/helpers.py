@@ -368,7 +368,10 @@ class StandIn:
 
     - ``completions`` / ``chat``: "ok", "404", "chat-model" (OpenAI's 400 for a chat model on
       /v1/completions), "no-logprobs", "think" (chat: the answer opens with ``<think>``; with
-      ``honor_no_thinking`` the ``chat_template_kwargs`` ``enable_thinking: false`` turns it off);
+      ``honor_no_thinking`` the ``chat_template_kwargs`` ``enable_thinking: false`` turns it off),
+      "llama-server" (completions: the body of llama.cpp's own ``llama-server``, the build vendored
+      by llama-cpp-python 0.3.36, as captured from it: logprobs in the chat format, ``content`` items
+      with ``id``/``bytes``, and its ``system_fingerprint``/``timings`` fields);
     - ``prefill``: "continue" (``continue_final_message`` continues a final assistant message, as
       vLLM), "always" (a final assistant message is continued, as llama-server), "none" (closed, as
       llama-cpp-python's server); ``strict``: ``continue_final_message`` is refused with 400;
@@ -535,6 +538,8 @@ class StandIn:
         tokens = tokens[: max(int(req.get("max_tokens") or 16), 1)]
         out = "".join(t for t, _ in tokens)
         want = req.get("logprobs") and mode != "no-logprobs"
+        if kind == "completions" and mode == "llama-server":
+            return llama_server_completion(req, tokens, out, want, len(text) // 4)
         if kind == "completions":
             lp = (
                 {
@@ -589,6 +594,44 @@ class StandIn:
         self._closed = True
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def llama_server_completion(req: dict, tokens: list, text: str, want: bool, prompt_tokens: int) -> dict:
+    """A ``/v1/completions`` answer shaped as llama.cpp's ``llama-server`` (build b1-0c1e570, vendored
+    by llama-cpp-python 0.3.36) gives it, copied from a body captured with curl (``logprobs: 20``):
+    ``choices[0].logprobs.content`` = ``[{"id", "token", "bytes", "logprob", "top_logprobs": [{"id",
+    "token", "bytes", "logprob"}]}]`` (OpenAI's chat format, not ``tokens``/``top_logprobs``), and
+    ``logprobs: null`` when none were asked for."""
+
+    def tok(t: str, v: float) -> dict:
+        tid = int(hashlib.sha256(t.encode()).hexdigest()[:5], 16)
+        return {"id": tid, "token": t, "bytes": list(t.encode()), "logprob": v}
+
+    n = max(1, min(int(req.get("logprobs") or 0), 20))
+    content = [
+        {
+            **tok(t, d.get(t, -0.01)),
+            "top_logprobs": [tok(k, v) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:n]],
+        }
+        for t, d in tokens
+    ]
+    return {
+        "choices": [
+            {"text": text, "index": 0, "logprobs": {"content": content} if want else None, "finish_reason": "length"}
+        ],
+        "created": 1795770708,
+        "model": req.get("model"),
+        "system_fingerprint": "b1-0c1e570",
+        "object": "text_completion",
+        "usage": {
+            "completion_tokens": len(tokens),
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens + len(tokens),
+            "prompt_tokens_details": {"cached_tokens": 0},
+        },
+        "id": "chatcmpl-standin",
+        "timings": {"cache_n": 0, "prompt_n": prompt_tokens, "predicted_n": len(tokens)},
+    }
 
 
 def standin_log_odds(text: str) -> float:

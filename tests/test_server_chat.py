@@ -174,6 +174,93 @@ def test_steps_transcript_over_chat(standin, prefill, strict, expect):
     m.close()
 
 
+def test_llama_server_completions_logprobs_are_read_as_top_logprobs(standin, head, tmp_path):
+    """llama.cpp's own llama-server answers /v1/completions with logprobs in the chat format
+    (``helpers.llama_server_completion``, copied from a body captured from it): ``--api completions``
+    and ``auto`` both read them as top logprobs (20 asked), never by generation, and P(yes) is the
+    stand-in's; a CLI run records the read-out in run.json and metrics.json."""
+    from helpers import standin_log_odds
+
+    from sqa.models.openai import OpenAIModel
+
+    s = standin(completions="llama-server")
+    for api in ("completions", "auto"):
+        m = OpenAIModel("fake-reader", s.url, api=api, concurrency=1, cache=False)
+        assert (m.endpoint, m.top_logprobs, m.capabilities.readout) == ("completions", 20, "top_logprobs")
+        p = m.yes_probability(["Question: Is water wet?\nAnswer (Yes or No):"])[0]
+        body = s.requests[-1][1]
+        assert s.requests[-1][0] == "/v1/completions" and body["logprobs"] == 20
+        assert abs(p - 1 / (1 + np.exp(-standin_log_odds(body["prompt"])))) < 1e-6
+        assert m.readout_stats["top_logprobs"] == 1 and m.readout_stats["generation"] == 0
+        m.close()
+    out = tmp_path / "run"
+    r = run_sqa(served_eval_args(s.url, head, out, "--api", "completions"), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    srv = json.loads((out / "run.json").read_text())["server"]
+    assert (srv["endpoint"], srv["readout"], srv["top_logprobs"]) == ("completions", "top_logprobs", 20)
+    unread = json.loads((out / "metrics.json").read_text())["yes_no_unread"]
+    assert unread["top_logprobs"] == 6 and unread["generation"] == 0 and unread["missing"] == 0
+
+
+def test_a_load_recorded_by_an_older_reader_is_probed_again(standin, head, tmp_path):
+    """A load record of llama-server made by a sqa whose reader took its /v1/completions logprobs
+    for none (before ``served_read.READ_VERSION`` 2: read-out generation, no ``read_version``) is
+    not taken as recorded: the next command probes live, reads top logprobs and records its own
+    findings (it was taken, so every read-out was made by generation, P(yes) 0 or 1, and the first
+    cache miss blamed "other weights")."""
+    from sqa.models.served_cache import ResponseCache
+    from sqa.models.served_load import load_key
+
+    s = standin(completions="llama-server")
+    ask = ["ask", "--no-retrieval", "--head", head, "--model", "openai:fake-reader", "--base-url", s.url]
+    a = run_sqa([*ask, "--api", "completions", "--json", "Is the sun a star?"], env=ENV)
+    assert a.returncode == 0, a.stderr[-2000:]
+    cache, key = ResponseCache(), load_key([s.url], "fake-reader", "completions")
+    rec = cache.get_load(key)
+    assert rec["endpoint"] == "completions" and rec["top_logprobs"] == 20
+    old = {k: v for k, v in rec.items() if k != "read_version"}  # as the older reader recorded it
+    old.update(top_logprobs=0, fingerprint="sha256:5d1e0ba6f0e1b2c3", fingerprint_reads=[" Yes because"] * 3)
+    cache.put_load(key, old)
+    a = run_sqa([*ask, "--api", "completions", "--json", "Is the moon a star?"], env=ENV)
+    assert a.returncode == 0, a.stderr[-2000:]
+    srv = json.loads(a.stdout)["server"]
+    assert (srv["contacted"], srv["identity"], srv["readout"], srv["top_logprobs"]) == (
+        True,
+        "live",
+        "top_logprobs",
+        20,
+    )
+    assert srv["readout_stats"]["generation"] == 0
+    from sqa.models.served_read import READ_VERSION
+
+    rec = cache.get_load(key)
+    assert rec["read_version"] == READ_VERSION and rec["top_logprobs"] == 20
+
+
+def test_logprobs_in_a_form_sqa_cannot_read_are_refused_not_read_by_generation(standin, monkeypatch):
+    """Logprobs the reader cannot read (here llama-server's /v1/completions ones, given to the reader
+    as it was before ``READ_VERSION`` 2, which read the chat format over chat only) stop the load in
+    one line naming their fields, instead of a read by generation (P(yes) 0 or 1, which that reader
+    chose silently); with ``auto`` the chat endpoint, whose logprobs it reads, is taken."""
+    from sqa.models import served_read as R
+    from sqa.models.openai import OpenAIModel
+    from sqa.types import ServerError
+
+    real = R.token_positions
+
+    def before_v2(resp, endpoint):
+        lp = R._choice(resp).get("logprobs")
+        return [] if endpoint != "chat" and isinstance(lp, dict) and "tokens" not in lp else real(resp, endpoint)
+
+    monkeypatch.setattr(R, "token_positions", before_v2)
+    s = standin(completions="llama-server")
+    with pytest.raises(ServerError, match=r"logprobs in a form sqa does not read \(fields: content\).*--api chat"):
+        OpenAIModel("fake-reader", s.url, api="completions", concurrency=1, cache=False)
+    m = OpenAIModel("fake-reader", s.url, api="auto", concurrency=1, cache=False)
+    assert (m.endpoint, m.capabilities.readout) == ("chat", "top_logprobs")
+    m.close()
+
+
 # -- cache and cost -------------------------------------------------------------------------------------
 
 

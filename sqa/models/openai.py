@@ -24,7 +24,8 @@ Read-outs (``capabilities.readout``): ``top_logprobs`` of the answer's first tok
 = the most the server accepts, at most 20; parsing in ``sqa.models.served_read``); a model whose
 answer opens with ``<think>`` is first asked with ``chat_template_kwargs: {"enable_thinking":
 false}`` and, where that does not stop it, read after its thinking block; a server that gives no
-logprobs is read by ``generation`` (a short greedy answer parsed as Yes/No: P(yes) 1 or 0). Every
+logprobs is read by ``generation`` (a short greedy answer parsed as Yes/No: P(yes) 1 or 0); one
+whose logprobs come in a form ``served_read`` does not read is refused at load, never read by generation. Every
 read-out is counted in ``readout_stats`` (``readouts``, ``missing``, ``one_sided``,
 ``top_logprobs``, ``generation``, ``after_thinking``), which ``sqa eval`` writes to metrics.json.
 

@@ -22,7 +22,10 @@ compared with the recorded ones:
 
 Concurrency is not measured again on going live: the recorded slots are kept (``$SQA_OPENAI_CONCURRENCY``
 overrides them; a record made under it holds none, and such a load runs one request at a time per server). With the cache off (``$SQA_OPENAI_CACHE=0``) every load probes live, as before.
-Several processes share the file (SQLite's locking); the newest findings win.
+Several processes share the file (SQLite's locking); the newest findings win. A record made by
+another ``sqa.models.served_read.READ_VERSION`` (a reader that read the server's answers otherwise,
+e.g. took llama-server's ``/v1/completions`` logprobs for none and chose the ``generation``
+read-out) is not taken: the load probes live and records its own findings.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import json
 import time
 
 from sqa.models.served_probe import NEUTRAL_EXTRA, same_reads
+from sqa.models.served_read import READ_VERSION
 from sqa.types import ServerError
 
 RECORD_FORMAT = "sqa-served-load/1"
@@ -57,6 +61,7 @@ class LoadRecord:
     def _findings(self) -> dict:
         return {
             "format": RECORD_FORMAT,
+            "read_version": READ_VERSION,
             "models_entry": self.entry,
             "endpoint": self.endpoint,
             "top_logprobs": self.top_logprobs,
@@ -75,7 +80,9 @@ class LoadRecord:
         """Take a recorded load's findings as this model's (True), or False for a record that
         cannot be read (then the model probes live)."""
         try:
-            if rec.get("format") != RECORD_FORMAT or not str(rec["fingerprint"]).startswith("sha256:"):
+            if rec.get("format") != RECORD_FORMAT or rec.get("read_version") != READ_VERSION:
+                return False  # another version of sqa.models.served_read found it: probe again
+            if not str(rec["fingerprint"]).startswith("sha256:"):
                 return False
             entry, endpoint, n = dict(rec["models_entry"]), str(rec["endpoint"]), int(rec["top_logprobs"])
             if endpoint not in ("chat", "completions") or not isinstance(rec["fingerprint_reads"], list):

@@ -78,6 +78,7 @@ class LoadProbes:
         o = self.servers[0]._openai
         found: dict[str, tuple[int, str]] = {}
         errors: dict[str, Exception] = {}
+        unread: dict[str, list[str]] = {}  # endpoints whose logprobs came in a form sqa does not read
         for endpoint in ["completions", "chat"] if api == "auto" else [api]:
             for n in LOGPROB_PROBE:
                 try:
@@ -101,6 +102,8 @@ class LoadProbes:
                         ) from None
                     raise self.servers[0].error(e, at_load=True) from None
                 pos = R.token_positions(r, endpoint)
+                if R.logprobs_unread(r, endpoint):
+                    unread[endpoint] = R.logprobs_unread(r, endpoint)
                 thinking = "none"
                 if R.opens_thinking(pos, R.generated_text(r, endpoint), r):
                     thinking = self._thinking_mode(endpoint, n)
@@ -121,6 +124,14 @@ class LoadProbes:
                 f"({self.servers[0].error(e, True) if e is not None else 'no answer'})"
             )
         with_lp = [ep for ep in found if found[ep][0]]
+        if not with_lp and unread:  # never read by generation a server that sent logprobs
+            ep, fields = next(iter(unread.items()))
+            other = "--api chat (or leave --api out)" if api == "completions" else "another server"
+            raise ServerError(
+                f"the server at {self.shown_url} answered /v1/{PATHS[ep][1:]} for {self.served!r} with "
+                f"logprobs in a form sqa does not read (fields: {', '.join(fields)}); read by generation "
+                f"instead, every P(yes) would be 0 or 1: try {other}, and report the server and its version"
+            )
         endpoint = with_lp[0] if with_lp else ("chat" if "chat" in found else next(iter(found)))
         n, thinking = found[endpoint]
         return endpoint, n, thinking

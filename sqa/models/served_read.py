@@ -19,6 +19,12 @@ read-out is taken at the first non-blank token after the block closes (``</think
 request then generates up to ``THINK_TOKENS`` tokens (``read_after_thinking``). A read by
 generation (no logprobs at all) parses the text after any thinking block as Yes/No
 (``parse_yes_no``).
+
+``READ_VERSION`` names how this module reads a response; load-time findings recorded by another
+version (``sqa.models.served_load``) are probed again, never taken as recorded: a reader that
+misread a server (before version 2, llama-server's ``/v1/completions`` logprobs were taken for
+none, so its read-out was ``generation``) must not pass its findings on. Raise it whenever
+``token_positions`` or ``generated_text`` read a response otherwise.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ NO_WORDS = (" No", "No", " no", "no", " NO")
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 THINK_TOKENS = 512  # tokens a thinking model may spend before its answer (a read-out after thinking)
 LOWEST = -1000.0  # logprobs below this are taken as absurd (a float32 underflow is about -103)
+READ_VERSION = 2  # 2: logprobs in the chat format read on /v1/completions too (llama-server)
 
 
 def _logprob(v) -> float | None:
@@ -83,6 +90,18 @@ def token_positions(resp, endpoint: str) -> list[tuple[str, dict[str, float]]]:
         tok = tokens[i] if i < len(tokens) and isinstance(tokens[i], str) else (max(top, key=top.get) if top else "")
         out.append((tok, top))
     return out
+
+
+def logprobs_unread(resp, endpoint: str) -> list[str]:
+    """The fields of a response's non-empty ``choices[0].logprobs`` object when ``token_positions``
+    reads no top logprob from it (a form this module does not know); [] when it reads some, or
+    when the response holds no logprobs (``null``, absent, or every field empty)."""
+    lp = _choice(resp).get("logprobs")
+    if not isinstance(lp, dict) or not any(lp.values()):
+        return []
+    if any(top for _, top in token_positions(resp, endpoint)):
+        return []
+    return sorted(str(k) for k in lp)
 
 
 def generated_text(resp, endpoint: str) -> str:
