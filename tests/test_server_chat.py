@@ -261,6 +261,44 @@ def test_logprobs_in_a_form_sqa_cannot_read_are_refused_not_read_by_generation(s
     m.close()
 
 
+def test_a_head_file_without_identity_is_used_with_a_notice_and_recorded(standin, head, tmp_path):
+    """A ``--head FILE`` from outside $SQA_HOME/heads that records no served identity cannot be
+    checked against the weights served: it answers (on the user's word) with one notice line saying
+    so, and run.json ``head.identity_checked`` / ``sqa ask --json`` ``head_identity_checked`` are
+    false. A head recording the identity of the weights served now says true, without the notice;
+    one recording another server's weights stays refused in one line."""
+    s = standin()
+    out = tmp_path / "run"
+    r = run_sqa(served_eval_args(s.url, head, out, limit=3), env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    said = "could not be checked against the weights served as openai:fake-reader"
+    notes = [x for x in (r.stdout + r.stderr).splitlines() if said in x]
+    assert len(notes) == 1 and str(head) in notes[0], r.stdout[-2000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["head"]["identity_checked"] is False and run["head"]["file"] == str(head)
+    ask = ["ask", "Is the sun a star?", "--no-retrieval", "--model", "openai:fake-reader", "--base-url", s.url]
+    a = run_sqa([*ask, "--head", head, "--json"], env=ENV)
+    assert a.returncode == 0, a.stderr[-2000:]
+    assert json.loads(a.stdout)["head_identity_checked"] is False
+    assert [x for x in a.stderr.splitlines() if said in x] and sum(said in x for x in a.stderr.splitlines()) == 1
+    keep = ("fingerprint", "fingerprint_reads", "endpoint", "models_entry", "base_urls")
+    ident = {k: run["server"][k] for k in keep}
+
+    def with_served(name: str, served: dict) -> Path:
+        obj = json.loads(head.read_text())
+        obj["provenance"]["served"] = served
+        (tmp_path / name).write_text(json.dumps(obj))
+        return tmp_path / name
+
+    a = run_sqa([*ask, "--head", with_served("same.json", ident), "--json"], env=ENV)
+    assert a.returncode == 0, a.stderr[-2000:]
+    assert json.loads(a.stdout)["head_identity_checked"] is True and said not in a.stderr
+    flipped = [{t: -v - 1 for t, v in x.items()} if isinstance(x, dict) else x for x in ident["fingerprint_reads"]]
+    other = with_served("other.json", {**ident, "fingerprint": "sha256:0123456789abcdef", "fingerprint_reads": flipped})
+    line = one_error_line(run_sqa([*ask, "--head", other, "--json"], env=ENV), notices=True)
+    assert "read from other weights behind openai:fake-reader" in line and "sha256:0123456789abcdef" in line
+
+
 # -- cache and cost -------------------------------------------------------------------------------------
 
 

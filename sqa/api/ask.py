@@ -59,12 +59,14 @@ class Asked:
     facts_reader: bool = True  # the facts reader answered (else the steps reader)
     prompt_form: str = ""  # the facts reader's: "text" | "chat" (sqa.facts.prompt)
     prefill: bool | None = None  # the steps reader's: transcript continued (True) or in closed turns
+    head_identity_checked: bool | None = None  # a served model's head: checked against its weights (heads.py)
 
     def to_json(self) -> dict:
         """The ``sqa ask --json`` object: ``ReasoningResult.to_ask_json()`` ({"question",
         "decomposition": [{"step", "answer", "evidence", "facts"?}], "answer", "confidence",
         "paragraphs", ...}), the served model's details, the facts reader's ``prompt_form`` or the
-        steps reader's ``prefill`` and, when a head answered, ``head_fitted_on``."""
+        steps reader's ``prefill`` and, when a head answered, ``head_fitted_on`` (and, for a served
+        model, ``head_identity_checked``: ``sqa.facts.heads.head_identity_checked``)."""
         obj = {**self.result.to_ask_json(), **self.server}
         if self.prompt_form:  # how the facts reader's prompts were read: as text, or in the chat template
             obj["prompt_form"] = self.prompt_form
@@ -74,6 +76,8 @@ class Asked:
             from sqa.facts.heads import fitted_count
 
             obj["head_fitted_on"] = fitted_count(self.head)
+            if self.head_identity_checked is not None:  # a served model's: False = on the user's word
+                obj["head_identity_checked"] = self.head_identity_checked
         for d, facts in zip(obj["decomposition"], self.step_facts):
             d["facts"] = [f.to_dict() for f in facts]
         return obj
@@ -111,6 +115,11 @@ def ask_question(
     status = status or (lambda message: nullcontext())
     facts = reader.preset.reader == "facts"
     head = reader.preflight() if facts else None
+    from sqa.facts.heads import head_identity_checked, unchecked_head_note
+
+    checked = head_identity_checked(head, reader.model)
+    if checked is False:
+        note(unchecked_head_note(head, reader.model))
     with status(f"loading {reader.model} and the index…"):
         pipe = reader.pipeline
     t = time.perf_counter()
@@ -119,6 +128,7 @@ def ask_question(
         result = pipe.reader.answer_batch([q], decomposition="question" if facts else decomposition or "predicted")[0]
     asked = Asked(result, reader.model, reader.base_url, head, facts_reader=facts)
     asked.prompt_form = reader.prompt_form if facts else ""
+    asked.head_identity_checked = checked
     asked.prefill = None if facts else reader.prefill
     if facts and steps and not result.steps:  # a head that reads step facts has written them already
         t_steps = time.perf_counter()

@@ -235,10 +235,19 @@ def evaluate(
     if head_obj is not None:  # which head answers, and how many questions it saw (issue 41 items 1 and 8)
         from sqa.facts.heads import fitted_count
 
+        from sqa.facts.heads import head_identity_checked
+
         record["head"] = {"file": head_obj.source, "fitted_on": fitted_count(head_obj)}
+        checked = head_identity_checked(head_obj, model)  # a served model's head: checked against its weights?
+        if checked is not None:
+            record["head"]["identity_checked"] = checked
     check_run_file(out_dir, options, info, record)  # refuse a mismatched folder before the model loads
     if head_obj is not None:
+        from sqa.facts.heads import unchecked_head_note
+
         on_note(f"answer head {head_obj.source} (fitted on {record['head']['fitted_on']:,} questions)")
+        if record["head"].get("identity_checked") is False:
+            on_note(unchecked_head_note(head_obj, model))
     summary = run_eval(
         options,
         out_dir,

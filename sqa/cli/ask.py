@@ -95,7 +95,7 @@ def ask_command(
         decomposition=decomposition,
         steps=steps,
         status=lambda m: err.status(m, spinner="dots"),
-        note=lambda line: err.print(f"[dim]{escape(line)}[/dim]"),
+        note=lambda line: err.print(f"[dim]{escape(line)}[/dim]", soft_wrap=True),  # one note, one line
     )
     print_served_notes(asked.lm, err)
     if as_json:

@@ -198,14 +198,43 @@ def answering_paths(entries: list[HeadEntry]) -> set[Path]:
     return out
 
 
+def head_identity_checked(head: AnswerHead | None, model: str) -> bool | None:
+    """For a served ``model`` (``openai:NAME``; known before it loads): whether ``head`` is checked
+    against the weights served (``check_served_head``): True when it records the identity of the
+    weights its features were read from (``provenance.served``) or lies in ``heads_dir()`` (where a
+    head without that record is refused); False for a head file from elsewhere (``--head``) without
+    it, which nothing can check: it answers on the user's word, with :func:`unchecked_head_note`
+    shown and ``identity_checked: false`` recorded (run.json ``head``, ``sqa ask --json``
+    ``head_identity_checked``). None: no head, or an in-process model (its file's sha256 is checked
+    by ``AnswerHead.check_model``)."""
+    from sqa.models.registry import is_served
+
+    if head is None or not is_served(model):
+        return None
+    if (head.provenance or {}).get("served") is not None:
+        return True
+    return bool(head.source and Path(head.source).resolve().parent == heads_dir().resolve())
+
+
+def unchecked_head_note(head: AnswerHead, model: str) -> str:
+    """The one notice line for a head that :func:`head_identity_checked` says is not checked."""
+    return (
+        f"note: {head.shown} records no identity of the weights it was fitted on, so it could not be "
+        f"checked against the weights served as {model}; it answers on your word (identity_checked: "
+        "false); heads from `sqa eval --split train` record it"
+    )
+
+
 def check_served_head(head: AnswerHead, model) -> None:
     """Raise HeadNotFound (one line, naming the command that builds a head) unless ``head`` may
     read a served ``model``'s read-outs: the identity of the weights its features were read from
     (``provenance.served``, recorded by the train run) names the weights served now
     (``sqa.models.served_probe.same_weights``, which allows for serving noise). A head in
     ``heads_dir()`` without that record (fitted before sqa recorded it) is refused too, since
-    whose weights it was fitted on is unknown; a head file given from elsewhere (``--head``) is the
-    user's word. In-process models: nothing to check (their file's sha256 is, by ``check_model``)."""
+    whose weights it was fitted on is unknown; a head file given from elsewhere (``--head``)
+    without it cannot be checked and answers on the user's word (:func:`head_identity_checked`
+    False: the callers show :func:`unchecked_head_note` and record it). In-process models:
+    nothing to check (their file's sha256 is, by ``check_model``)."""
     from sqa.facts.store import served_problem
     from sqa.models.served_probe import served_identity
 
@@ -213,7 +242,7 @@ def check_served_head(head: AnswerHead, model) -> None:
     if now is None:
         return
     stored = (head.provenance or {}).get("served")
-    if stored is None and not (head.source and Path(head.source).resolve().parent == heads_dir().resolve()):
+    if head_identity_checked(head, model.name) is False:
         return
     why = served_problem(stored, now, model.name)
     if why:
