@@ -7,9 +7,10 @@ results, so that each number is written once (in ``bench/results/``) and copied 
 Sources, all under ``bench/results/``:
 
 - ``runs/NAME/metrics.json``: one recorded ``sqa eval`` run per preset (``sqa.presets.PRESETS``, each
-  names its run) and the other recorded dev runs: accuracy, with the normal-approximation 95 %
-  interval of ``sqa.facts.head.accuracy_interval`` (computed from the run's accuracy and n),
-  seconds per question, Recall@10; the majority class ("no") from the same file.
+  names its run) and the other recorded dev runs: accuracy with its 95 % interval, the Wilson
+  score interval (``sqa.facts.head.wilson_interval``): the run's own ``Accuracy_interval95``, else
+  computed from its accuracy and n; seconds per question, Recall@10; the majority class ("no")
+  from the same file.
 - ``runs/train2290-PRESET-oof/metrics.json`` (when it exists): the preset's out-of-fold accuracy on
   the 2,290 train questions (``sqa eval --split train``); "—" where none is recorded.
 - ``head.json`` (the shipped heads' cross-validation), ``head_cv.json`` (the oracle and study
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -64,17 +64,19 @@ def load(path: Path) -> dict:
 
 
 def interval(acc: float, n: int) -> tuple[float, float]:
-    """The normal-approximation 95 % interval of an accuracy over n questions (as
-    ``sqa.facts.head.accuracy_interval``)."""
-    h = 1.96 * math.sqrt(acc * (1 - acc) / n)
-    return max(0.0, acc - h), min(1.0, acc + h)
+    """The Wilson score 95 % interval of an accuracy over n questions
+    (``sqa.facts.head.wilson_interval``, which cites its sources; ``round(acc * n)`` right)."""
+    from sqa.facts.head import wilson_interval
+
+    return wilson_interval(round(acc * n), n)
 
 
-def acc_text(acc: float | None, n: int | None) -> str:
-    """``0.664 (0.603–0.725)``, or "—"."""
+def acc_text(acc: float | None, n: int | None, recorded: list | None = None) -> str:
+    """``0.664 (0.600–0.722)``, or "—": the interval ``recorded`` (a metrics.json
+    ``Accuracy_interval95``) where given, else :func:`interval`."""
     if acc is None or not n:
         return "—"
-    lo, hi = interval(acc, n)
+    lo, hi = recorded if isinstance(recorded, list) and len(recorded) == 2 else interval(acc, n)
     return f"{acc:.3f} ({lo:.3f}–{hi:.3f})"
 
 
@@ -141,9 +143,9 @@ def preset_rows() -> list[list[str]]:
         rows.append(
             [
                 f"`--preset {p.name}`" + (" (ORACLE)" if p.oracle else ""),
-                acc_text(m.get("Accuracy"), m.get("n")),
+                acc_text(m.get("Accuracy"), m.get("n"), m.get("Accuracy_interval95")),
                 ANSWERING.get(answering(m), ""),
-                acc_text(oof.get("Accuracy"), oof.get("n")) if oof else "—",
+                acc_text(oof.get("Accuracy"), oof.get("n"), oof.get("Accuracy_interval95")) if oof else "—",
                 seconds(m),
                 f"{recall:.3f}" if recall else "",
                 f"`{rel(p.run)}/`",
@@ -254,7 +256,7 @@ def all_runs() -> list[list[str]]:
                 f"`runs/{mf.parent.name}/`",
                 str(m.get("split")),
                 str(m.get("n")),
-                acc_text(m.get("Accuracy"), m.get("n")),
+                acc_text(m.get("Accuracy"), m.get("n"), m.get("Accuracy_interval95")),
                 m.get("reader") or "steps",
                 f"ORACLE {oracle}" if oracle else "",
                 seconds(m),

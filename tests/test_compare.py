@@ -72,8 +72,10 @@ def test_a_hand_built_pair(tmp_path):
     b = write_run(tmp_path / "B", "dev", ans_b, preset="no-retrieval", retrieval=False)
     c = compare_runs([a, b])
     assert len(c.qids) == 20 and [r.accuracy for r in c.runs] == [0.75, 0.5]
-    half = 1.96 * math.sqrt(0.75 * 0.25 / 20)  # the interval metrics.json reports (normal approximation)
-    assert c.runs[0].interval95 == [round(0.75 - half, 4), round(0.75 + half, 4)]
+    # the interval metrics.json reports: Wilson's, by its closed form for 15 of 20 (z = 1.96)
+    centre, half = 0.75 + 1.96**2 / 40, 1.96 * math.sqrt(0.75 * 0.25 / 20 + 1.96**2 / 1600)
+    lo, hi = (centre - half) / (1 + 1.96**2 / 20), (centre + half) / (1 + 1.96**2 / 20)
+    assert c.runs[0].interval95 == pytest.approx([lo, hi], abs=1.5e-4) and c.runs[0].interval95 == [0.5313, 0.8881]
     p = c.pairs[0]
     assert (p.only_a, p.only_b, p.both_right, p.both_wrong) == (7, 2, 8, 3)
     assert p.difference == pytest.approx(0.25)

@@ -179,9 +179,37 @@ def test_cross_validation_recovers_a_planted_signal_with_term_groups():
     acc = float(np.mean((p >= 0.5) == y))
     assert acc > 0.8 and len(cs) == 5
     a, lo, hi = accuracy_interval([True] * 70 + [False] * 30)
-    assert a == 0.7 and lo == pytest.approx(0.7 - 1.96 * (0.21 / 100) ** 0.5)
+    assert a == 0.7 and (lo, hi) == pytest.approx(_wilson(70, 100))
     d, dlo, dhi = paired_difference([True, True, False, True], [True, False, False, False])
     assert d == 0.5 and dlo < d < dhi
+
+
+def _wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval by its closed form (Wilson 1927; Brown, Cai & DasGupta 2001, eq. 4):
+    (p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n), z the 0.975 normal quantile."""
+    p = k / n
+    centre, half = p + z * z / (2 * n), z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
+
+
+def test_accuracy_intervals_are_wilson_never_empty_at_small_n():
+    """Every accuracy interval sqa prints or records is the Wilson score interval: at n = 1 it is
+    not the empty 0.000–0.000 (or 1.000–1.000) of the normal approximation, at 2 of 5 not
+    0.000–0.829; checked against the closed form and numbers worked by hand."""
+    from sqa.eval.run_metrics import accuracy_interval95
+    from sqa.facts.head import accuracy_interval, wilson_interval
+
+    assert wilson_interval(0, 1) == pytest.approx((0.0, 0.79345), abs=1e-5)  # z²/(1+z²) = 3.8415/4.8415
+    assert wilson_interval(1, 1) == pytest.approx((0.20655, 1.0), abs=1e-5)
+    assert wilson_interval(2, 5) == pytest.approx((0.11762, 0.76928), abs=1e-5)
+    for k, n in [(0, 1), (1, 1), (2, 5), (4, 5), (13, 20), (152, 229), (1491, 2290)]:
+        assert wilson_interval(k, n) == pytest.approx(_wilson(k, n), abs=1e-12)
+    a, lo, hi = accuracy_interval([False])
+    assert a == 0.0 and lo == 0.0 and hi > 0.79
+    rows = [{"correct": c} for c in [True, False, True, False, False]] + [{"correct": None}]
+    assert accuracy_interval95(rows) == [0.1176, 0.7693]
+    assert accuracy_interval95([{"correct": False}]) == [0.0, 0.7935]
+    assert accuracy_interval95([{"correct": None}]) is None
 
 
 def test_eval_refuses_oracles_on_test_and_the_head_on_its_own_train_split():

@@ -125,11 +125,12 @@ def _results_module():
 
 def test_results_table_reads_a_presets_out_of_fold_run_when_one_is_recorded(tmp_path, monkeypatch):
     """The train out-of-fold column comes from runs/train2290-PRESET-oof/metrics.json (issue 35's
-    recorded run) and is "—" where there is none; the interval is the normal approximation."""
+    recorded run) and is "—" where there is none; the interval is the Wilson score interval, the
+    run's own where its metrics.json records one, else computed from its accuracy and n."""
     res = _results_module()
     rows = {r[0]: r for r in res.preset_rows()}
     oof_missing = not (res.RESULTS / "runs" / "train2290-facts-oof" / "metrics.json").exists()
-    assert rows["`--preset facts`"][1] == "0.664 (0.603–0.725)"  # runs/dev229-facts-h2055, n = 229
+    assert rows["`--preset facts`"][1] == "0.664 (0.600–0.722)"  # runs/dev229-facts-h2055, 152 of 229
     # issue 41 item 8: the dev row says how dev was answered
     assert rows["`--preset facts`"][2] == "held-out head" and rows["`--preset steps`"][2] == "zero-shot"
     assert (
@@ -140,8 +141,8 @@ def test_results_table_reads_a_presets_out_of_fold_run_when_one_is_recorded(tmp_
         assert rows["`--preset facts`"][3] == "—"
     run = tmp_path / "runs" / "train2290-facts-oof"
     run.mkdir(parents=True)
-    (run / "metrics.json").write_text('{"Accuracy": 0.65, "n": 2290}', encoding="utf-8")
+    (run / "metrics.json").write_text('{"Accuracy": 0.65, "n": 2000}', encoding="utf-8")
     monkeypatch.setattr(res, "RESULTS", tmp_path)
     rows = {r[0]: r for r in res.preset_rows()}
-    assert rows["`--preset facts`"][3] == "0.650 (0.630–0.670)"
+    assert rows["`--preset facts`"][3] == "0.650 (0.629–0.671)"  # Wilson, 1,300 of 2,000
     assert rows["`--preset no-retrieval`"][3] == "—"

@@ -7,8 +7,8 @@ each trace line records (no evidence annotations then, so no Recall@10).
 
 On the labelled questions every run answered:
 
-- each run's Accuracy with the 95 % interval :mod:`sqa.eval.run_metrics` reports (normal
-  approximation, ``accuracy_interval95``), and its mean Recall@10 where defined;
+- each run's Accuracy with the 95 % interval :mod:`sqa.eval.run_metrics` reports (Wilson score
+  interval, ``accuracy_interval95``), and its mean Recall@10 where defined;
 - for every pair (A, B): the paired difference Accuracy(A) - Accuracy(B) with a 95 % percentile
   interval from a paired bootstrap (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993,
   ch. 13: questions resampled with replacement, ``RESAMPLES`` = 10,000 times, numpy's
@@ -124,7 +124,7 @@ class Comparison:
             "n": len(self.qids),
             "seed": self.seed,
             "resamples": self.resamples,
-            "interval": "Accuracy: normal approximation; differences: paired bootstrap percentile",
+            "interval": "Accuracy: Wilson score; differences: paired bootstrap percentile",
             "runs": [asdict(r) for r in self.runs],
             "pairs": [asdict(p) for p in self.pairs],
         }

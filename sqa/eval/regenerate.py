@@ -2,7 +2,8 @@
 options and index identity), its traces (``traces.jsonl``, or the ``traces.jsonl.xz`` a recorded
 run under ``bench/results/runs/`` keeps) and its earlier ``metrics.json`` (for how many questions
 it set out to answer and an out-of-fold run's cross-fitting figures, which come from its features
-and are not recomputed). A steps run recorded with another final-answer decision than today's
+and are not recomputed, except that each accuracy's 95 % interval there is redrawn as today's
+Wilson score interval from its accuracy and n: ``wilson_refreshed``). A steps run recorded with another final-answer decision than today's
 keeps its own (``run.json``'s identity), as its traces' answers were made with it. No model, index or features store is opened, nothing is read anew.
 
 Written: ``predictions.json`` (the same answers), ``metrics.json``, ``report.md``, ``report.html``
@@ -36,6 +37,25 @@ def migrated_out_of_fold(metrics: dict) -> dict | None:
     scheme = oof.get("scheme") or (old if isinstance(old, str) and old.startswith("out-of-fold") else None)
     note = oof.get("note") or metrics.get("protocol_note")
     return {**({"scheme": scheme} if scheme else {}), **({"note": note} if note else {}), **oof}
+
+
+def wilson_refreshed(obj):
+    """``obj`` (an earlier ``out_of_fold`` block) with every ``interval95`` beside an ``accuracy``
+    and a question count ``n`` recomputed as the Wilson score interval of ``round(accuracy * n)``
+    right of ``n`` (``sqa.facts.head.wilson_interval``; the accuracies are recorded to 4 places, so
+    the count is exact below 5,000 questions); runs recorded before sqa used it had the normal
+    approximation there. Everything else is returned as it was."""
+    from sqa.facts.head import wilson_interval
+
+    if isinstance(obj, list):
+        return [wilson_refreshed(x) for x in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {k: wilson_refreshed(v) for k, v in obj.items()}
+    n, acc = out.get("n"), out.get("accuracy")
+    if isinstance(out.get("interval95"), list) and isinstance(n, int) and n > 0 and isinstance(acc, (int, float)):
+        out["interval95"] = [round(v, 4) for v in wilson_interval(round(acc * n), n)]
+    return out
 
 
 def regenerate_run(run_dir: str | Path, *, plots: bool = True) -> EvalSummary:
@@ -73,7 +93,7 @@ def regenerate_run(run_dir: str | Path, *, plots: bool = True) -> EvalSummary:
     extra: dict = {}
     oof = migrated_out_of_fold(old)
     if oof:
-        extra["out_of_fold"] = oof
+        extra["out_of_fold"] = wilson_refreshed(oof)
     decision = (run.get("identity") or {}).get("decision")  # a steps run recorded before today's decision
     if options.reader == "steps" and decision and decision != options.decision:
         extra.update(decision=decision, final_answer=decision)

@@ -136,15 +136,15 @@ def signal_accuracy(rows: Sequence[dict]) -> dict[str, dict]:
 
 
 def accuracy_interval95(rows: Sequence[dict]) -> list[float] | None:
-    """The normal-approximation 95 % interval of the accuracy of the labelled rows (None without any)."""
-    import math
+    """``[low, high]``, the Wilson score 95 % interval of the accuracy of the labelled rows
+    (``sqa.facts.head.accuracy_interval``, with its sources), rounded to 4 places; None without any."""
+    from sqa.facts.head import accuracy_interval
 
     c = [bool(r["correct"]) for r in rows if r["correct"] is not None]
     if not c:
         return None
-    a = sum(c) / len(c)
-    h = 1.96 * math.sqrt(a * (1 - a) / len(c))
-    return [round(max(0.0, a - h), 4), round(min(1.0, a + h), 4)]
+    _, lo, hi = accuracy_interval(c)
+    return [round(lo, 4), round(hi, 4)]
 
 
 def auc_of(rows: Sequence[dict]) -> float | None:

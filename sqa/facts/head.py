@@ -374,14 +374,30 @@ def fit_head(
     return AnswerHead(spec, coef.astype(np.float32), intercept, model, model_sha256, {**provenance, "C": C})
 
 
-def accuracy_interval(correct: Sequence[bool], z: float = 1.96) -> tuple[float, float, float]:
-    """(accuracy, low, high): the normal-approximation 95 % interval of a proportion."""
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """``(low, high)``: the Wilson score interval of a proportion, ``k`` successes of ``n`` trials
+    (n >= 1), at ``confidence`` (Wilson, "Probable inference, the law of succession, and
+    statistical inference", JASA 22, 1927), as ``scipy.stats.binomtest(k, n).proportion_ci(
+    method="wilson")`` computes it. Brown, Cai & DasGupta ("Interval estimation for a binomial
+    proportion", Statistical Science 16, 2001) recommend it over the normal approximation (Wald)
+    for small n: Wald's is empty at k = 0 or n (1 of 1 right: 1.000-1.000) and too wide or narrow
+    near them (2 of 5: 0.000-0.829 against Wilson's 0.118-0.769); at n = 229 the two differ by at
+    most about 0.006."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def accuracy_interval(correct: Sequence[bool], confidence: float = 0.95) -> tuple[float, float, float]:
+    """``(accuracy, low, high)`` of per-question correctness flags: the fraction right and its Wilson
+    score interval (:func:`wilson_interval`); NaNs for no flags."""
     n = len(correct)
     if n == 0:
         return float("nan"), float("nan"), float("nan")
-    a = float(np.mean(correct))
-    h = z * math.sqrt(a * (1 - a) / n)
-    return a, max(0.0, a - h), min(1.0, a + h)
+    k = int(np.count_nonzero(np.asarray(correct, dtype=bool)))
+    lo, hi = wilson_interval(k, n, confidence)
+    return k / n, lo, hi
 
 
 def paired_difference(a: Sequence[bool], b: Sequence[bool], z: float = 1.96) -> tuple[float, float, float]:
