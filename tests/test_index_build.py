@@ -181,6 +181,79 @@ def test_crash_between_commit_and_checkpoint_leaves_no_duplicates(tmp_path):
     assert report.count == report.read == 5_000
 
 
+def test_an_interrupted_build_resumes_by_corpus_content_not_path(tmp_path, monkeypatch):
+    """A checkpoint is matched by what the corpus holds (sizes and sha256), not where it lies: a moved
+    copy under another name resumes from the checkpoint (hashed once for the check and the manifest
+    together; an untouched file at its checkpointed path is not read at all), and one changed byte
+    starts over from the first line with one warning line naming the file."""
+    import shutil
+
+    import sqa.hashing
+    from sqa.types import SqaWarning
+
+    hashed: list[str] = []
+    real_sha = sqa.hashing.file_sha256
+    monkeypatch.setattr(sqa.hashing, "file_sha256", lambda p, *a: hashed.append(str(p)) or real_sha(p, *a))
+    (tmp_path / "a").mkdir()
+    src = distractor_file(tmp_path / "d.jsonl.gz", 3_000)
+    with gzip.open(src, "rt", encoding="utf-8") as f:  # plain text, so one byte can be changed in place
+        lines = f.readlines()
+    corpus = tmp_path / "a" / "d.jsonl"
+    corpus.write_text("".join(lines), encoding="utf-8")
+
+    def interrupted(d: Path) -> dict:
+        be = CrashAfterCommit(TantivyBackend(d), crash_on=2)
+        with pytest.raises(RuntimeError):
+            build_index([corpus], d, be, commit_every=1_000, batch_size=500)
+        be.inner.close()
+        ckpt = json.loads((d / CHECKPOINT).read_text())
+        assert ckpt["indexed"] == 1_000 and ckpt["corpus_content"][0]["bytes"] == corpus.stat().st_size
+        return ckpt
+
+    def resume(d: Path, files) -> tuple:
+        first: list[int] = []
+        hashed.clear()
+        be = TantivyBackend(d)
+        try:
+            report = build_index(
+                files, d, be, commit_every=1_000, batch_size=500, on_progress=lambda p: first.append(p.read)
+            )
+        finally:
+            be.close()
+        return report, first[0], list(hashed)
+
+    # the same file at its checkpointed path: resumed, nothing hashed
+    d = tmp_path / "same"
+    interrupted(d)
+    report, first, h = resume(d, [corpus])
+    assert report.resumed and first == 1_500 and report.count == report.read == 3_000 and h == []
+    # a moved copy under another name: resumed from the checkpoint, hashed once
+    d = tmp_path / "moved"
+    ckpt = interrupted(d)
+    moved = tmp_path / "b" / "copy.jsonl"
+    moved.parent.mkdir()
+    shutil.copy(corpus, moved)
+    report, first, h = resume(d, [moved])
+    assert report.resumed and first == 1_500 and report.count == report.read == 3_000
+    assert h == [str(moved)]
+    m = read_manifest(d)
+    assert m["corpus_files"] == [str(moved)] and m["corpus_content"][0]["sha256"] == ckpt["corpus_content"][0]["sha256"]
+    # one changed byte (same size): from the first line again, said in one warning line
+    d = tmp_path / "changed"
+    interrupted(d)
+    text = moved.read_text(encoding="utf-8")
+    i = text.index(" the ", len(text) // 2)
+    moved.write_text(text[:i] + " thE " + text[i + 5 :], encoding="utf-8")
+    assert moved.stat().st_size == corpus.stat().st_size
+    with pytest.warns(SqaWarning) as w:
+        report, first, h = resume(d, [moved])
+    (line,) = [str(x.message) for x in w if issubclass(x.category, SqaWarning)]
+    assert str(moved) in line and "other content" in line and "from the first line" in line and "\n" not in line
+    assert not report.resumed and first == 500 and report.read == 3_000 and report.count == 3_000
+    assert h == [str(moved)]  # once: the check and the manifest share it
+    assert read_manifest(d)["corpus_content"][0]["sha256"] != ckpt["corpus_content"][0]["sha256"]
+
+
 def _wait_for(pred, proc, timeout=120.0):
     t0 = time.monotonic()
     while not pred():

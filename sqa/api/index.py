@@ -111,8 +111,8 @@ def build_index_dir(
         if (
             manifest
             and manifest.get("backend") == backend
+            and not (d / CHECKPOINT).exists()  # an interrupted build: resumed below (by content too)
             and same_corpus(manifest, files)  # by content: the same corpus at another path is built already
-            and not (d / CHECKPOINT).exists()
         ):
             rejected = manifest.get("es_item_errors") or manifest.get("paragraphs_rejected") or 0
             if rejected:

@@ -2,8 +2,12 @@
 
 Resume protocol (kill -9 safe): paragraphs are added in windows of ``commit_every``; after each
 window the backend commits, then ``checkpoint.json`` is atomically replaced with the position
-reached (file index, lines consumed, counters). A re-run with the same corpus files skips to that
-position. If the process died after a commit but before its checkpoint was written, the window
+reached (file index, lines consumed, counters) and what the corpus files hold (``corpus_content``:
+sizes and sha256). A re-run over corpus files of the same content skips to that position, wherever
+the files lie now (a moved copy, another name); other content (a changed byte) starts over from
+the first line, said in one warning line (``sqa.indexing.resume.resumable``). The files are hashed once per build, for that check
+and the manifest together, and not at all where a file is at its checkpointed path with its
+recorded size and mtime. If the process died after a commit but before its checkpoint was written, the window
 is re-added; a paragraph whose evidence ID is already in the index replaces it (tantivy: delete-
 by-term + add, the ID looked up in the committed index and the window; Elasticsearch: ``_id`` =
 evidence ID), so the index ends with one copy of every paragraph, whatever ``commit_every`` the
@@ -21,8 +25,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import signal
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +33,14 @@ from typing import Callable, Iterator, Sequence
 
 from sqa.indexing.manifest import MANIFEST, corpus_content, corpus_id, read_manifest  # noqa: F401  (read_manifest re-exported)
 from sqa.indexing.corpus import ReadStats, read_corpus
-from sqa.indexing.resume import check_final_count, json_file as _json_file, lost_since_checkpoint, session_start
+from sqa.indexing.resume import (
+    check_final_count,
+    hold_sigint,
+    json_file as _json_file,
+    lost_since_checkpoint,
+    resumable,
+    session_start,
+)
 from sqa.jsonio import write_json_atomic
 from sqa.types import BadInput, SearchBackend, SqaError
 
@@ -251,27 +260,6 @@ def build_lock(index_dir: str | Path) -> Iterator[None]:
         f.close()  # releases the lock
 
 
-@contextmanager
-def _hold_sigint() -> Iterator[None]:
-    """Hold Ctrl-C while the block runs (a commit and its checkpoint: both or neither), then raise
-    KeyboardInterrupt if it came. A no-op outside the main thread or where SIGINT is ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.getsignal(signal.SIGINT)
-    if old in (signal.SIG_IGN, None):
-        yield
-        return
-    received: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-    if received:
-        raise KeyboardInterrupt
-
-
 def build_index(
     corpus_files: Sequence[str | Path],
     index_dir: str | Path,
@@ -284,7 +272,8 @@ def build_index(
     preset: str | None = None,
 ) -> BuildReport:
     """Index every paragraph of ``corpus_files`` (either format, plain/gz/xz) into ``backend``,
-    resuming from ``index_dir/checkpoint.json`` when it names the same files.
+    resuming from ``index_dir/checkpoint.json`` when it was made from files of the same content
+    (see the module doc; a checkpoint of other content is not resumed: one ``SqaWarning`` line).
 
     ``index_dir`` holds the checkpoint, manifest and build lock (for the embedded backend it is
     also the index itself). Malformed lines are skipped and counted (or raise SqaError with
@@ -333,8 +322,13 @@ def _build(
     start_file, start_pos, rejected_before = 0, 0, 0
     ckpt_path = index_dir / CHECKPOINT
     ckpt = _json_file(ckpt_path) if ckpt_path.exists() else None
+    ckpt = ckpt if isinstance(ckpt, dict) and ckpt.get("backend") == backend.name else None
+    # what the files hold, read once per build for the resume check and the manifest alike
+    content = corpus_content(files, known=ckpt)
     start = session_start(backend)  # the count now, for the exact checks of sqa.indexing.resume (Elasticsearch)
-    if isinstance(ckpt, dict) and ckpt.get("corpus_files") == files and ckpt.get("backend") == backend.name:
+    if ckpt is not None and not resumable(ckpt, files, content, ckpt_path):
+        ckpt = None  # other content: from the first line again (one warning line says why)
+    if ckpt is not None:
         report.preexisting = int(ckpt.get("preexisting", 0))
         report.resumed = True
         if not lost_since_checkpoint(ckpt, start, index_dir):
@@ -351,7 +345,7 @@ def _build(
     pending = 0
 
     def checkpoint(file_index: int, position: int) -> None:
-        with _hold_sigint():  # the commit and the checkpoint that records it, or neither
+        with hold_sigint():  # the commit and the checkpoint that records it, or neither
             backend.commit()
             write_json_atomic(
                 ckpt_path,
@@ -359,6 +353,7 @@ def _build(
                 obj={
                     "backend": backend.name,
                     "corpus_files": files,
+                    "corpus_content": content,
                     "file_index": file_index,
                     "position": position,
                     "read": report.read,
@@ -445,7 +440,7 @@ def _build(
         "preset": preset,
         "corpus": f"preset:{preset}" if preset else corpus_id(files),
         "corpus_files": files,  # where they were: informational (sqa.indexing.manifest.same_corpus)
-        "corpus_content": corpus_content(files),
+        "corpus_content": content,
         "paragraphs_read": report.read,
         "paragraphs_skipped": report.skipped,
         "paragraph_count": report.count,

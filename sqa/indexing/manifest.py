@@ -94,18 +94,55 @@ def index_identity(manifest: dict | None, backend: str) -> dict:
     }
 
 
-def corpus_content(files: Sequence[str | Path]) -> list[dict]:
-    """What the corpus files hold, wherever they are: ``[{"name", "bytes", "sha256", "mtime_ns"}]``
-    in order (``sqa.hashing.file_sha256``; the 29 MB of the mini corpus in well under a second).
-    The manifest records it (``corpus_content``) and :func:`same_corpus` compares it. Raises
-    OSError for a missing file."""
+# sha256 of the files this process read: (resolved path, size, mtime_ns) -> hex, so one command
+# (the already-built check, then the build's own) reads a multi-GB corpus file at most once
+_SHA_SEEN: dict[tuple[str, int, int], str] = {}
+
+
+def _sha256(path: Path, st) -> str:
     from sqa.hashing import file_sha256
 
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_SEEN:
+        _SHA_SEEN[key] = file_sha256(path)
+    return _SHA_SEEN[key]
+
+
+def corpus_content(files: Sequence[str | Path], known: dict | None = None) -> list[dict]:
+    """What the corpus files hold, wherever they are: ``[{"name", "bytes", "sha256", "mtime_ns"}]``
+    in order (``sqa.hashing.file_sha256``; the 29 MB of the mini corpus in well under a second).
+    The manifest and a build's checkpoint record it (``corpus_content``); :func:`same_corpus` and
+    :func:`same_content` compare it. ``known``: a record (checkpoint or manifest: ``corpus_files``
+    and ``corpus_content``) whose sha256 is taken for a file at its recorded path with its recorded
+    size and mtime, without reading it (as make and rsync judge a file unchanged); any other file
+    is read once per process. Raises OSError for a missing file."""
+    where, rec = (known or {}).get("corpus_files"), (known or {}).get("corpus_content")
+    reuse = {}
+    if isinstance(where, list) and isinstance(rec, list) and len(where) == len(rec):
+        reuse = {
+            (w, r.get("bytes"), r.get("mtime_ns")): r.get("sha256") for w, r in zip(where, rec) if isinstance(r, dict)
+        }
     out = []
     for f in files:
-        st = Path(f).stat()
-        out.append({"name": Path(f).name, "bytes": st.st_size, "sha256": file_sha256(f), "mtime_ns": st.st_mtime_ns})
+        p = Path(f)
+        st = p.stat()
+        sha = reuse.get((str(f), st.st_size, st.st_mtime_ns)) or _sha256(p, st)
+        out.append({"name": p.name, "bytes": st.st_size, "sha256": sha, "mtime_ns": st.st_mtime_ns})
     return out
+
+
+def same_content(recorded: dict, content: list[dict]) -> bool:
+    """Whether a record (a build's checkpoint or a manifest) names corpus files of the content
+    ``content`` (:func:`corpus_content` of the files given now): the same number of files, each of
+    the recorded size and sha256, whatever their names and paths. A record made before
+    ``corpus_content`` was written never matches (the caller compares its paths instead)."""
+    rec = recorded.get("corpus_content")
+    if not isinstance(rec, list) or len(rec) != len(content):
+        return False
+    return all(
+        isinstance(r, dict) and (r.get("bytes"), r.get("sha256")) == (c["bytes"], c["sha256"])
+        for r, c in zip(rec, content)
+    )
 
 
 def same_corpus(manifest: dict, files: Sequence[str | Path]) -> bool:
@@ -134,8 +171,6 @@ def same_corpus(manifest: dict, files: Sequence[str | Path]) -> bool:
             return False
         if path == was and st.st_mtime_ns == rec.get("mtime_ns"):
             continue
-        from sqa.hashing import file_sha256
-
-        if file_sha256(p) != rec.get("sha256"):
+        if _sha256(p, st) != rec.get("sha256"):
             return False
     return True

@@ -1,4 +1,6 @@
-"""The count checks of a resumable build against a backend that says which documents were new
+"""When a build resumes (``sqa.indexing.build``): a checkpoint is resumed only over corpus files of
+the content it was made from (``resumable``), and a commit and its checkpoint are written under one
+Ctrl-C hold (``hold_sigint``). And the count checks of a resumable build against a backend that says which documents were new
 (Elasticsearch: ``SearchBackend.created``; issue 41 item 5). A server can lose documents between two
 sessions of a build (a node restarted without its data, an index restored from an older snapshot)
 or during one; the checkpoint alone cannot see that, so:
@@ -13,8 +15,12 @@ or during one; the checkpoint alone cannot see that, so:
 
 from __future__ import annotations
 
+import signal
+import threading
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from sqa.jsonio import write_json_atomic
 from sqa.types import SearchBackend, SqaError, SqaWarning
@@ -86,4 +92,64 @@ def check_final_count(backend: SearchBackend, start: tuple[int, int] | None, rep
         f"{ckpt_path.parent}: the index holds {report.count:,} paragraphs, not the {want:,} this build should "
         f"have left ({start[0]:,} before this run + {new:,} new): the server lost documents during "
         "the build; run the same command to re-send the corpus (nothing is duplicated)"
+    )
+
+
+@contextmanager
+def hold_sigint() -> Iterator[None]:
+    """Hold Ctrl-C while the block runs (a commit and its checkpoint: both or neither), then raise
+    KeyboardInterrupt if it came. A no-op outside the main thread or where SIGINT is ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.getsignal(signal.SIGINT)
+    if old in (signal.SIG_IGN, None):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if received:
+        raise KeyboardInterrupt
+
+
+def resumable(ckpt: dict, files: list[str], content: list[dict], ckpt_path: Path) -> bool:
+    """Whether checkpoint ``ckpt`` (of this backend, at ``ckpt_path``) was made from corpus files
+    of ``content`` (``sqa.indexing.manifest.same_content``: sizes and sha256, wherever the files
+    lie; one written before checkpoints recorded the content: from the same paths). When not, one
+    ``SqaWarning`` line names the first file that differs: the build starts from the first line."""
+    from sqa.indexing.manifest import same_content
+
+    if isinstance(ckpt.get("corpus_content"), list) and same_content(ckpt, content):
+        return True
+    if not isinstance(ckpt.get("corpus_content"), list) and ckpt.get("corpus_files") == files:
+        return True
+    warnings.warn(_start_over_line(ckpt_path, ckpt, files, content), SqaWarning, stacklevel=4)
+    return False
+
+
+def _start_over_line(ckpt_path: Path, ckpt: dict, files: list[str], content: list[dict]) -> str:
+    """The one line saying that an interrupted build is not resumed, and why."""
+    rec = ckpt.get("corpus_content")
+    if not isinstance(rec, list):
+        why = f"other corpus files ({', '.join(map(str, ckpt.get('corpus_files') or []))})"
+    elif len(rec) != len(content):
+        why = f"{len(rec)} corpus files, not {len(content)}"
+    else:
+        i = next(
+            i
+            for i, (r, c) in enumerate(zip(rec, content))
+            if (r.get("bytes"), r.get("sha256")) != (c["bytes"], c["sha256"])
+        )
+        r, c = rec[i], content[i]
+        why = (
+            f"{files[i]} holds other content ({c['bytes']:,} bytes, sha256 {c['sha256'][:12]}; the interrupted "
+            f"build read {r.get('bytes'):,} bytes, sha256 {str(r.get('sha256'))[:12]})"
+        )
+    return (
+        f"{ckpt_path}: not resumed, {why}; indexing from the first line again (the paragraphs indexed "
+        "before stay, replaced where an evidence ID repeats; --fresh drops them)"
     )
