@@ -220,10 +220,15 @@ def build_reader(
             check_head_states(head, name if isinstance(model, str) else model)
             lm = load_model(model, **model_kw) if isinstance(model, str) else model
             if head is not None:
-                from sqa.facts.heads import check_served_head
+                import warnings
+
+                from sqa.facts.heads import check_served_head, head_identity_checked, unchecked_head_note
+                from sqa.types import SqaWarning
 
                 head.check_model(model_stem(name), model_sha256(lm))
                 check_served_head(head, lm)  # other weights behind a served name: refused
+                if head_identity_checked(head, lm.name) is False:  # nothing to check it by: said once
+                    warnings.warn(unchecked_head_note(head, lm.name), SqaWarning, stacklevel=2)
             from sqa.paths import sqa_home
 
             reader = FactsReader(

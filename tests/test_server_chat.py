@@ -281,6 +281,14 @@ def test_a_head_file_without_identity_is_used_with_a_notice_and_recorded(standin
     assert a.returncode == 0, a.stderr[-2000:]
     assert json.loads(a.stdout)["head_identity_checked"] is False
     assert [x for x in a.stderr.splitlines() if said in x] and sum(said in x for x in a.stderr.splitlines()) == 1
+    import sqa
+    from sqa.types import SqaWarning
+
+    with (
+        pytest.warns(SqaWarning, match=said),
+        sqa.Reader("no-retrieval", "openai:fake-reader", base_url=s.url, head=head) as rd,
+    ):
+        assert 0 < rd.ask("Is the sun a star?").p_yes < 1  # from Python: the same warning, as one line
     keep = ("fingerprint", "fingerprint_reads", "endpoint", "models_entry", "base_urls")
     ident = {k: run["server"][k] for k in keep}
 

@@ -115,11 +115,9 @@ def ask_question(
     status = status or (lambda message: nullcontext())
     facts = reader.preset.reader == "facts"
     head = reader.preflight() if facts else None
-    from sqa.facts.heads import head_identity_checked, unchecked_head_note
+    from sqa.facts.heads import head_identity_checked
 
-    checked = head_identity_checked(head, reader.model)
-    if checked is False:
-        note(unchecked_head_note(head, reader.model))
+    checked = head_identity_checked(head, reader.model)  # False: warned once, as the reader is built
     with status(f"loading {reader.model} and the index…"):
         pipe = reader.pipeline
     t = time.perf_counter()

@@ -242,12 +242,8 @@ def evaluate(
         if checked is not None:
             record["head"]["identity_checked"] = checked
     check_run_file(out_dir, options, info, record)  # refuse a mismatched folder before the model loads
-    if head_obj is not None:
-        from sqa.facts.heads import unchecked_head_note
-
+    if head_obj is not None:  # a served model's unchecked head is warned as the reader is built
         on_note(f"answer head {head_obj.source} (fitted on {record['head']['fitted_on']:,} questions)")
-        if record["head"].get("identity_checked") is False:
-            on_note(unchecked_head_note(head_obj, model))
     summary = run_eval(
         options,
         out_dir,

@@ -204,7 +204,7 @@ def head_identity_checked(head: AnswerHead | None, model: str) -> bool | None:
     weights its features were read from (``provenance.served``) or lies in ``heads_dir()`` (where a
     head without that record is refused); False for a head file from elsewhere (``--head``) without
     it, which nothing can check: it answers on the user's word, with :func:`unchecked_head_note`
-    shown and ``identity_checked: false`` recorded (run.json ``head``, ``sqa ask --json``
+    warned (``SqaWarning``, by ``sqa.pipeline.build_reader``) and ``identity_checked: false`` recorded (run.json ``head``, ``sqa ask --json``
     ``head_identity_checked``). None: no head, or an in-process model (its file's sha256 is checked
     by ``AnswerHead.check_model``)."""
     from sqa.models.registry import is_served
@@ -217,9 +217,9 @@ def head_identity_checked(head: AnswerHead | None, model: str) -> bool | None:
 
 
 def unchecked_head_note(head: AnswerHead, model: str) -> str:
-    """The one notice line for a head that :func:`head_identity_checked` says is not checked."""
+    """The one warning line for a head that :func:`head_identity_checked` says is not checked."""
     return (
-        f"note: {head.shown} records no identity of the weights it was fitted on, so it could not be "
+        f"{head.shown} records no identity of the weights it was fitted on, so it could not be "
         f"checked against the weights served as {model}; it answers on your word (identity_checked: "
         "false); heads from `sqa eval --split train` record it"
     )
@@ -233,7 +233,7 @@ def check_served_head(head: AnswerHead, model) -> None:
     ``heads_dir()`` without that record (fitted before sqa recorded it) is refused too, since
     whose weights it was fitted on is unknown; a head file given from elsewhere (``--head``)
     without it cannot be checked and answers on the user's word (:func:`head_identity_checked`
-    False: the callers show :func:`unchecked_head_note` and record it). In-process models:
+    False: ``sqa.pipeline.build_reader`` warns :func:`unchecked_head_note` and the callers record it). In-process models:
     nothing to check (their file's sha256 is, by ``check_model``)."""
     from sqa.facts.store import served_problem
     from sqa.models.served_probe import served_identity
