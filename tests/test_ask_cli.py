@@ -22,7 +22,8 @@ def scripted(monkeypatch):
 
 
 def _check_shape(obj: dict, question: str) -> None:
-    assert set(obj) == {"question", "decomposition", "answer", "confidence", "paragraphs", "p_yes", "calibrated"}
+    keys = {"question", "decomposition", "answer", "confidence", "paragraphs", "p_yes", "calibrated", "prefill"}
+    assert set(obj) == keys and obj["prefill"] is True  # the steps reader continued its transcript
     assert obj["question"] == question
     assert isinstance(obj["answer"], bool) and 0.0 <= obj["confidence"] <= 1.0
     assert obj["confidence"] >= 0.5  # confidence is P(the given answer)
