@@ -241,9 +241,9 @@ class ChatPrompt:
         """The same prompt with its reply carried as closed turns: the reply as a closed assistant
         turn, then a user turn asking to continue it (:data:`CONTINUE`), and an empty open assistant
         turn. This is what sqa sends a chat server that cannot continue an assistant message
-        (``sqa.models.openai``) and what the steps reader reads with ``prefill=False``, so an
-        in-process model can read the very messages such a server reads. A prompt with an empty
-        reply is returned as it is."""
+        (``sqa.models.openai``) for a prompt with a reply; the steps reader never sends it one
+        there, reading such a model in turns of its own (``sqa.steps.prompts``), since a 1.5B
+        model asked to continue answered instead. A prompt with an empty reply is returned as it is."""
         if not self.reply:
             return self
         return ChatPrompt(self.messages + (("assistant", self.reply), ("user", CONTINUE)))

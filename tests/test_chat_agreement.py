@@ -177,15 +177,16 @@ def test_completions_logprobs_in_the_chat_format_are_read():
 @pytest.mark.slow
 @pytest.mark.server
 def test_no_prefill_in_process_reads_the_tokens_the_server_reads_over_chat(llama_server, monkeypatch):  # noqa: F811
-    """A steps-reader transcript on a real dev question (its demonstrations, a decomposition, the
-    final question): llama-cpp-python's chat endpoint cannot continue an assistant message, so the
-    transcript goes as turns (``ChatPrompt.as_turns``); in-process with the steps reader's
-    ``prefill=False`` the 0.5B reads the same messages: as many prompt tokens as the server's
-    ``usage`` counts, and P(yes) within TOLERANCE."""
+    """The steps reader's final reading in turns on a real dev question (its demonstrations, the
+    gold decomposition): llama-cpp-python's chat endpoint cannot continue an assistant message, so
+    the steps reader reads that server in turns; in-process with ``prefill=False`` the 0.5B reads the
+    same messages: as many prompt tokens as the server's ``usage`` counts, and P(yes) within
+    TOLERANCE."""
     pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     from sqa.models.openai import OpenAIModel
     from sqa.models.registry import load_model
     from sqa.steps import prompts as P
+    from sqa.steps.reader import StepsReader
     from sqa.strategyqa import load_questions
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -194,11 +195,11 @@ def test_no_prefill_in_process_reads_the_tokens_the_server_reads_over_chat(llama
     steps = "Steps:\n" + P.format_steps(list(q.decomposition))
     prompt = P.question_prompt(demos, q.question).extend(steps).extend(f"Question: {q.question}\nAnswer:")
     served = OpenAIModel(MODEL, llama_server, api="chat", concurrency=1)
-    assert served.prefill == "turns" and not served.capabilities.prefill
+    assert served.prefill == "turns" and StepsReader(served, None, retrieval=False).turns
     local = load_model(MODEL)
-    turns = prompt.as_turns()
-    assert turns.messages[-2] == ("assistant", prompt.reply)
-    p_served = served.yes_probability([prompt])[0]
+    turns = P.yes_no_turns(prompt, q.question)
+    assert turns.reply == "" and turns.messages[-2] == ("assistant", "Steps:\n" + P.format_steps(list(q.decomposition)))
+    p_served = served.yes_probability([turns])[0]
     assert served.cost.calls_sent == 1 and served.cost.prompt_tokens == len(
         local.tokenize(local.template.render(turns))
     )

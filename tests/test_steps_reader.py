@@ -19,7 +19,7 @@ from sqa.steps.reader import DECISION, StepsReader, combine_log_odds
 from sqa.retriever.backend import BackendRetriever
 from sqa.retriever.clean import resolve_references
 from sqa.strategyqa import load_questions, questions_by_id
-from sqa.types import CONTINUE, ChatPrompt, Question, SqaError
+from sqa.types import ChatPrompt, ModelCapabilities, Question, SqaError
 
 
 class RecordingRetriever:
@@ -75,44 +75,64 @@ def test_step_loop_substitutes_earlier_answers_on_real_questions(gold_index):
         assert all(len(s.evidence) == 5 for s in res.steps)
 
 
-class TurnsRecorder(ScriptedModel):
-    """ScriptedModel that records the ChatPrompts it is given as they are, and answers a prompt in
-    turns as ScriptedModel answers the same transcript continued (so both forms answer alike)."""
+class TurnsModel(ScriptedModel):
+    """A model read in turns (no assistant prefill): it records the ChatPrompts it is given; a new
+    message answers as ScriptedModel does: the steps, "ANSWER{k}" when asked for step k, and
+    P(yes) 0.9 when an earlier message holds "ANSWER1"."""
 
-    def __init__(self, steps=None):
+    def __init__(self, steps):
         super().__init__(steps)
+        self.capabilities = ModelCapabilities(prefill=False)
         self.given: list[ChatPrompt] = []
 
-    def _continued(self, prompts):
-        self.given.extend(prompts)
-        return [ChatPrompt(p.messages[:-2], p.messages[-2][1]) if not p.reply else p for p in prompts]
-
     def generate(self, prompts, max_tokens, stop=()):
-        return super().generate(self._continued(prompts), max_tokens, stop)
+        self.given.extend(prompts)
+        out = []
+        for p in prompts:
+            ask = re.match(r"Answer step (\d+) \(", p.messages[-1][1])
+            steps = "\n".join(f"{i}. {s}" for i, s in enumerate(self.steps, 1))
+            out.append(f"#{ask.group(1)} = ANSWER{ask.group(1)}" if ask else f"Steps:\n{steps}\nAnswer: Yes")
+        return out
 
     def yes_probability(self, prompts):
-        return super().yes_probability(self._continued(prompts))
+        self.given.extend(prompts)
+        return [0.9 if any("ANSWER1" in c for _, c in p.messages) else 0.2 for p in prompts]
 
 
-def test_no_prefill_carries_the_transcript_in_closed_turns(gold_index):
-    """``prefill=False`` (``--no-prefill``): every prompt the model is given has an empty reply and
-    ends with the transcript as a closed assistant turn, then the user turn asking to continue
-    (what sqa sends a chat server without assistant prefill); the same transcript as with prefill."""
+def test_a_model_without_prefill_reads_the_transcript_in_turns(gold_index):
+    """A model that cannot continue an assistant message (``capabilities.prefill`` False, as a chat
+    server without prefill), or ``prefill=False``: every prompt has an empty reply; the model writes
+    the steps in a new message, is asked for each step's answer by a user turn naming it (an echoed
+    "#k =" is cut), and reads yes/no after a user turn asking for it; the transcript it reads holds
+    the same steps, evidence and answers as with prefill."""
     q = _with_refs(n=1)[0]
-    runs = {}
-    for prefill in (True, False):
-        model = TurnsRecorder()
-        res = StepsReader(model, BackendRetriever(gold_index), k=3, prefill=prefill).answer(
-            q.question, qid=q.qid, decomposition=list(q.decomposition)
-        )
-        runs[prefill] = (model.given, res)
-    (continued, a), (turns, b) = runs[True], runs[False]
-    assert len(continued) == len(turns) > 3 and all(p.reply for p in continued)
-    for c, t in zip(continued, turns):
-        assert t.reply == "" and t.messages[-1] == ("user", CONTINUE)
-        assert t.messages[:-2] == c.messages and t.messages[-2] == ("assistant", c.reply)
-    assert [s.answer for s in a.steps] == [s.answer for s in b.steps] and a.p_yes == b.p_yes
-    assert ChatPrompt(continued[0].messages).as_turns() == ChatPrompt(continued[0].messages)  # no reply: as it is
+    steps = ["Who wrote #0 the book?", "When was #1 born?", "Is #2 before 1900?"]
+    model = TurnsModel(steps)
+    reader = StepsReader(model, BackendRetriever(gold_index), k=3)
+    assert reader.turns and not StepsReader(ScriptedModel(), None, retrieval=False).turns
+    res = reader.answer(q.question, qid=q.qid)
+    assert StepsReader(ScriptedModel(), None, retrieval=False, prefill=False).turns
+    assert all(p.reply == "" for p in model.given)
+    decompose, step1, step2, transcript, direct, plain = model.given
+    assert decompose.messages[-1] == ("user", f"Question: {q.question}")
+    assert res.decomposition == steps and [s.answer for s in res.steps[:2]] == ["ANSWER1", "ANSWER2"]
+    assert step1.messages[-1] == ("user", "Answer step 1 (Who wrote #0 the book?) in a few words.")
+    role, text = step2.messages[-2]
+    assert role == "assistant" and text.startswith("Steps:\n1. Who wrote") and "#1 = ANSWER1\n" in text
+    assert "Evidence 2 (" in text and not text.endswith("#2 =")
+    assert transcript.messages[-1] == ("user", f"Question: {q.question}\nAnswer with Yes or No.")
+    assert "#1 = ANSWER1" in transcript.messages[-2][1]
+    assert direct.messages[-1][1].endswith(f"Question: {q.question}\nAnswer with Yes or No.")
+    assert plain.messages[-1] == direct.messages[-1] and plain.messages != direct.messages
+    assert res.signals == {"transcript": 0.9, "direct": 0.2, "plain": 0.2}
+
+
+def test_an_answer_in_place_of_steps_is_no_decomposition():
+    """A decomposer that answers instead ("1. Answer: No", as a small model asked to continue a
+    closed message did) writes no step, so the question itself is read as its one step."""
+    assert P.parse_steps("1. Answer: No") == []
+    assert P.parse_steps("Steps:\n1. Who?\n2. Is #1 old?\nAnswer: Yes") == ["Who?", "Is #1 old?"]
+    assert P.clean_step_answer(" #2 = 3,776 meters", 2) == "3,776 meters"
 
 
 def test_no_prefill_with_the_facts_reader_is_one_line(tmp_path):

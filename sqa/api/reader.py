@@ -95,9 +95,8 @@ class Reader:
     steps reader's chat prompts (default: the model's own). ``apply_chat_template``: the facts
     reader reads its prompts in the model's own chat template (the "chat" prompt form,
     ``sqa.facts.prompt``; a model served with ``api="chat"`` always does), answered by a head fitted
-    on that form or zero-shot. ``prefill=False``: the steps reader carries its transcript as closed
-    chat turns (``sqa.steps.reader.StepsReader``), what a chat server without assistant prefill
-    reads. ``index``: an :class:`sqa.Index`, an index directory, or None
+    on that form or zero-shot. ``prefill=False``: the steps reader reads its transcript in turns
+    (``sqa.steps.prompts``), as it reads a chat server without assistant prefill. ``index``: an :class:`sqa.Index`, an index directory, or None
     (``$SQA_HOME/index``); not opened by presets that read no evidence. ``k``: paragraphs
     retrieved (top-k); ``head``: an answer head file for the facts reader (default: the model's
     own, from ``sqa eval --split train``, or the shipped one). The model loads on the first

@@ -19,7 +19,7 @@ HELP = {
     "alias": "With --model openai:NAME: accept answers whose `model` field names another model than asked for (stopped otherwise).",
     "chat_template": "A Jinja chat template file (or a tokenizer_config.json holding one) that renders the steps reader's chat prompts instead of the model's own (a .gguf file's tokenizer.chat_template, else ChatML); in-process models only.",
     "apply_chat_template": "The facts reader reads its prompts in the model's own chat template (one user turn), as a model served over --api chat does; answered by a head fitted on that form, else zero-shot.",
-    "prefill": "The steps reader continues its transcript in the open assistant message (--prefill), or carries it as closed chat turns (--no-prefill), what sqa sends a chat server that cannot continue a message (llama-cpp-python's); to compare in-process with such a server.",
+    "prefill": "The steps reader continues its transcript in the open assistant message (--prefill, where the model can), or reads it in turns, each answer a new message asked for by a user turn (--no-prefill), as it reads a chat server that cannot continue a message (llama-cpp-python's); to compare in-process with such a server.",
     "preset": "A shipped reader configuration (sqa/presets.py): facts (default), no-retrieval, oracle-facts, oracle-paragraphs, steps. --reader/--no-retrieval/--oracle map onto these.",
 }
 

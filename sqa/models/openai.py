@@ -17,8 +17,9 @@ non-empty ``reply`` (the steps reader's growing transcript) is continued as the 
 message where the server can (probed at load: vLLM/SGLang's ``continue_final_message``, which
 llama.cpp's llama-server also accepts; llama-server continues a final assistant message by
 default); elsewhere (llama-cpp-python's server, OpenAI) it is carried as turns
-(``ChatPrompt.as_turns``: the reply as an assistant turn, then a user turn asking to continue it),
-which an in-process model reads too with the steps reader's ``prefill=False`` (``--no-prefill``).
+(``ChatPrompt.as_turns``: the reply as an assistant turn, then a user turn asking to continue it).
+The steps reader reads such a server in turns of its own instead (``sqa.steps.prompts``: every
+prompt ends with a user turn, no reply), as an in-process model does with ``--no-prefill``.
 
 Read-outs (``capabilities.readout``): ``top_logprobs`` of the answer's first token (``logprobs``
 = the most the server accepts, at most 20; parsing in ``sqa.models.served_read``); a model whose

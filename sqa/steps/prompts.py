@@ -17,6 +17,12 @@ each model renders the messages in its own chat template, ChatML for the shipped
     #2 = <answer>
     Answer:                                              <- P(" Yes") vs P(" No")
 
+A model that cannot continue an assistant message (a chat server without assistant prefill, such
+as llama-cpp-python's or OpenAI's; or any model with ``--no-prefill``) reads the same transcript in
+turns (:func:`decompose_turns`, :func:`step_turns`, :func:`yes_no_turns`): each generation or
+reading starts a new assistant message, asked for by a user turn. Asking a 1.5B model to continue
+its last message (``ChatPrompt.as_turns``) made it answer instead ("Answer: No") at every step.
+
 Demonstrations (question, gold decomposition, answer) come only from the ``train-2061`` split and
 are chosen per question by BM25 similarity of the question texts (Okapi BM25, k1=1.5, b=0.75, via
 ``bm25s``); a question never serves as its own demonstration.
@@ -225,17 +231,67 @@ DECOMPOSE_STOP = ("\nAnswer", "\nEvidence", "\n#", IM_END, "\n\n")
 READ_STOP = ("\n", IM_END)
 
 
+STEP_ASK = "Answer step {k} ({step}) in a few words."
+YES_NO_ASK = "Answer with Yes or No."
+
+
+def decompose_turns(prompt: ChatPrompt) -> ChatPrompt:
+    """The decomposer's prompt in turns: the question's prompt as it is (its assistant turn is
+    still empty), so the model writes "Steps:" and the numbered steps itself, as its demonstrations
+    do; :func:`parse_steps` reads them. Raises ValueError for a prompt whose reply is not empty."""
+    if prompt.reply:
+        raise ValueError("decompose_turns: the question's prompt already holds a reply")
+    return prompt
+
+
+def step_turns(prompt: ChatPrompt, k: int, step: str) -> ChatPrompt:
+    """The reader's prompt for step ``k`` in turns: the transcript so far (``prompt.reply`` without
+    its trailing "#k =") as a closed assistant turn, then the user turn ``STEP_ASK`` naming the
+    step; the model's new message is the answer (:func:`clean_step_answer`)."""
+    reply = prompt.reply
+    cue = f"#{k} ="
+    if reply.endswith(cue):
+        reply = reply[: -len(cue)]
+    return ChatPrompt(prompt.messages + (("assistant", reply), ("user", STEP_ASK.format(k=k, step=step))))
+
+
+def clean_step_answer(text: str, k: int) -> str:
+    """A step answer written in a new message: without an echoed "#k =" or "Answer:" label."""
+    return re.sub(rf"^\s*(?:#?{k}\s*=|answer\s*:)\s*", "", text, flags=re.I)
+
+
+def yes_no_turns(prompt: ChatPrompt, question: str | None = None) -> ChatPrompt:
+    """A yes/no reading in turns, read from the first token of a new assistant message. With a
+    transcript (``prompt.reply`` ends with "Answer:", after "Question: ..." when ``question`` is
+    given), it becomes a closed assistant turn without that tail, then the user turn
+    "Question: <question>" (when given) and ``YES_NO_ASK``; without one (an empty reply but for
+    "Answer:"), ``YES_NO_ASK`` joins the question's own user turn, since some chat templates
+    (Mistral's) refuse two user turns in a row."""
+    reply = prompt.reply
+    tail = f"Question: {question}\nAnswer:" if question is not None else "Answer:"
+    if reply.endswith(tail):
+        reply = reply[: -len(tail)]
+    if reply:
+        ask = f"Question: {question}\n{YES_NO_ASK}" if question is not None else YES_NO_ASK
+        return ChatPrompt(prompt.messages + (("assistant", reply), ("user", ask)))
+    role, content = prompt.messages[-1]
+    return ChatPrompt(prompt.messages[:-1] + ((role, f"{content}\n{YES_NO_ASK}"),))
+
+
 def parse_steps(text: str, max_steps: int = 5) -> list[str]:
     """Numbered lines "k. sub-question" of the decomposer's output -> the sub-questions (at most
-    ``max_steps``; unnumbered lines are taken as steps too; empty ones dropped)."""
+    ``max_steps``; unnumbered lines are taken as steps too; empty ones and a "Steps:" heading
+    dropped; an "Answer:" or "Evidence" line, numbered or not, ends them)."""
     steps = []
     for line in text.splitlines():
         line = line.strip()
-        if not line:
+        if not line or line.lower() == "steps:":  # a heading written in a new message (decompose_turns)
             continue
         if line.lower().startswith(("answer", "evidence")):
             break
         line = re.sub(r"^(?:step\s*)?\d+\s*[.):]\s*", "", line, flags=re.I).strip()
+        if line.lower().startswith(("answer:", "evidence ")):  # "1. Answer: No": an answer, not a step
+            break
         if line and line not in steps:
             steps.append(line)
         if len(steps) >= max_steps:

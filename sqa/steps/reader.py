@@ -88,10 +88,11 @@ class StepsReader:
       ``paragraphs``; ``retriever`` may then be None.
     - ``settings``: :class:`StepsSettings`; ``demo_selector``: where demonstrations come from
       (default: BM25 over train-2061).
-    - ``prefill``: the transcript is continued in the open assistant message (True, the default);
-      False carries it as closed turns (``ChatPrompt.as_turns``), the messages sqa sends a chat
-      server that cannot continue an assistant message, so an in-process model reads what such a
-      server reads (``--no-prefill``).
+    - ``prefill``: the transcript is continued in the open assistant message (True, the default,
+      where the model can: ``capabilities.prefill``); otherwise, or with False (``--no-prefill``),
+      it is read in turns (``sqa.steps.prompts``: each generation and reading is a new assistant
+      message asked for by a user turn), as sqa reads a chat server that cannot continue a
+      message, so an in-process model can read what such a server reads.
 
     Raises SqaError for an empty question, an unknown mode, or retrieval without a retriever.
     """
@@ -117,6 +118,7 @@ class StepsReader:
         self.settings = settings
         self.retrieval = retrieval
         self.prefill = prefill
+        self.turns = not prefill or not model.capabilities.prefill  # read in turns (sqa.steps.prompts)
         self._selector = demo_selector
 
     @property
@@ -138,10 +140,6 @@ class StepsReader:
             demo_selector=P.DemoSelector(questions) if questions is not None else P.default_selector(),
             prefill=self.prefill,
         )
-
-    def _sent(self, prompts: Sequence[ChatPrompt]) -> list[ChatPrompt]:
-        """The prompts as the model is given them: as they are, or with the transcript in turns."""
-        return list(prompts) if self.prefill else [p.as_turns() for p in prompts]
 
     # -- public API ---------------------------------------------------------------------------
     def answer(
@@ -224,14 +222,15 @@ class StepsReader:
         if not todo:
             return
         t = time.perf_counter()
-        outs = self.model.generate(
-            self._sent([st.prompt.extend("Steps:\n1.") for st in todo]),
-            self.settings.decompose_tokens,
-            P.DECOMPOSE_STOP,
-        )
+        if self.turns:  # a new message: the model writes "Steps:" and the numbered steps itself
+            prompts, lead = [P.decompose_turns(st.prompt) for st in todo], ""
+        else:
+            prompts, lead = [st.prompt.extend("Steps:\n1.") for st in todo], "1."
+        stop = P.DECOMPOSE_STOP if not self.turns else tuple(s for s in P.DECOMPOSE_STOP if s != "\n\n")
+        outs = self.model.generate(prompts, self.settings.decompose_tokens, stop)
         dt = (time.perf_counter() - t) / len(todo)
         for st, out in zip(todo, outs):
-            st.steps = P.parse_steps("1." + out, self.settings.max_steps) or [st.question]
+            st.steps = P.parse_steps(lead + out, self.settings.max_steps) or [st.question]
             st.timings["decompose"] += dt
 
     def _step(self, i: int, states: list[_State]) -> None:
@@ -275,10 +274,13 @@ class StepsReader:
         if not gen:
             return
         t = time.perf_counter()
-        outs = self.model.generate(self._sent([st.prompt for st in gen]), self.settings.answer_tokens, P.READ_STOP)
+        prompts = [st.prompt for st in gen]
+        if self.turns:
+            prompts = [P.step_turns(st.prompt, i + 1, st.traces[i].question) for st in gen]
+        outs = self.model.generate(prompts, self.settings.answer_tokens, P.READ_STOP)
         dt = (time.perf_counter() - t) / len(gen)
         for st, out in zip(gen, outs):
-            ans = out.strip().rstrip(".").strip() or "unknown"
+            ans = (P.clean_step_answer(out, i + 1) if self.turns else out).strip().rstrip(".").strip() or "unknown"
             st.traces[i].answer = ans
             st.traces[i].seconds += dt
             st.timings["read"] += dt
@@ -310,7 +312,12 @@ class StepsReader:
                 st.plain_prefix.extend("Answer:"),
             )
         ]
-        probs = self.model.yes_probability(self._sent(prompts))
+        if self.turns:
+            prompts = [
+                P.yes_no_turns(p, st.question if j % len(READINGS) == 0 else None)
+                for j, (p, st) in enumerate(zip(prompts, [st for st in states for _ in READINGS]))
+            ]
+        probs = self.model.yes_probability(prompts)
         dt = (time.perf_counter() - t) / n
         total = (time.perf_counter() - t_start) / n
         results = []
