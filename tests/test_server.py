@@ -364,21 +364,23 @@ def test_ask_through_llama_server_matches_in_process(llama_server, gold_index, l
     assert KEY not in served.stdout + served.stderr
 
 
-def test_ask_over_chat_through_llama_server_matches_in_process(llama_server, gold_index, local_ask):
+def test_ask_over_chat_through_llama_server_matches_in_process(llama_server, gold_index):
     """``--api chat``: the steps reader's prompts go as messages and llama-cpp-python's server
-    applies the GGUF's own template; that server closes a final assistant message (probed: the
-    transcript is carried as turns), and runs one request at a time (measured: 1 slot). The answer
-    is the in-process one; P(yes) may differ more than over completions (the transcript is read in
-    other turns), so only the answer and the recorded method are compared."""
+    applies the GGUF's own template; that server closes a final assistant message (probed: prefill
+    "turns"), so the steps reader reads it in turns (``sqa.steps.prompts``), and it runs one request
+    at a time (measured: 1 slot). In-process ``--no-prefill`` reads the same messages: the same
+    steps and answer, P(yes) within TOLERANCE."""
     args = ["ask", ASK, "--preset", "steps", "--json", "--index-dir", gold_index.index_dir]
+    local = run_sqa(args + ["--model", MODEL, "--no-prefill"])
     served = run_sqa(
         args + ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--api", "chat"],
         env={"OPENAI_API_KEY": KEY, "SQA_OPENAI_TIMEOUT": "600"},
         timeout=900,
     )
-    assert served.returncode == 0, served.stderr[-2000:]
-    a, b = local_ask, json.loads(served.stdout)
-    assert a["answer"] == b["answer"], (a["p_yes"], b["p_yes"])
+    assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
+    a, b = json.loads(local.stdout), json.loads(served.stdout)
+    assert a["prefill"] is False and [d["step"] for d in a["decomposition"]] == [d["step"] for d in b["decomposition"]]
+    assert a["answer"] == b["answer"] and abs(a["p_yes"] - b["p_yes"]) <= TOLERANCE, (a["p_yes"], b["p_yes"])
     assert b["server"]["endpoint"] == "chat" and b["server"]["readout"] == "top_logprobs"
     assert b["server"]["prefill"] == "turns" and b["server"]["readout_stats"]["missing"] == 0
     assert KEY not in served.stdout + served.stderr
