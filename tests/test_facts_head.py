@@ -212,6 +212,20 @@ def test_accuracy_intervals_are_wilson_never_empty_at_small_n():
     assert accuracy_interval95([{"correct": None}]) is None
 
 
+def test_the_closed_form_wilson_interval_is_scipys():
+    """sqa computes the interval without scipy (the base install has none); it equals scipy's
+    ``binomtest(k, n).proportion_ci(method="wilson")`` at 95 % and at 90 %."""
+    binomtest = pytest.importorskip("scipy.stats", reason="scipy comes with the models extra").binomtest
+    from sqa.facts.head import wilson_interval
+
+    for k, n in [(0, 1), (1, 1), (2, 5), (13, 20), (152, 229), (1491, 2290)]:
+        for conf in (0.95, 0.9):
+            ci = binomtest(k, n).proportion_ci(confidence_level=conf, method="wilson")
+            assert wilson_interval(k, n, conf) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+
+
 def test_eval_refuses_oracles_on_test_and_the_head_on_its_own_train_split():
     from sqa.cli import main
 
