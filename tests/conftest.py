@@ -67,6 +67,62 @@ def gold_index(tmp_path_factory):
     be.close()
 
 
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """``python -m llama_cpp.server`` (llama-cpp-python[server]==0.3.36) serving the packaged 0.5B
+    GGUF as ``qwen2.5-coder-0.5b`` on 127.0.0.1 (n_ctx 4096, 1 generation thread, 2 for prompts:
+    the command of bench/server.py); yields its base URL. Started once per test session, on first
+    use, for every module that compares a served reader with the in-process one (the model loads
+    once, not once per module); stopped at the end of the session. The tests only send it requests
+    (no test changes its state), and a test's own ``$SQA_HOME`` keeps sqa's response cache apart."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server]==0.3.36 is not installed")
+    from helpers import SMALL_MODEL, free_port, small_gguf
+
+    gguf = small_gguf()
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", SMALL_MODEL]
+    argv += [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        "--n_threads",
+        "1",
+        "--n_threads_batch",
+        "2",
+    ]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/models", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"llama.cpp's server did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 @pytest.fixture
 def python_sigint():
     """Python's own Ctrl-C handler (KeyboardInterrupt) while the test runs, whatever the test run

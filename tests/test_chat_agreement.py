@@ -5,7 +5,7 @@
   chosen among the heads of the reader's form, an explicit ``--head`` of the other form is one
   line, and the features store keys the two forms apart (no model, no server; fast).
 - In-process ``--apply-chat-template`` and a real llama.cpp server (llama-cpp-python[server]
-  0.3.36, the ``llama_server`` fixture of tests/test_server.py) over ``--api chat`` read the same
+  0.3.36, the session's ``llama_server`` fixture of tests/conftest.py) over ``--api chat`` read the same
   chat-form prompts: the same facts-reader P(yes) within ``TOLERANCE`` (slow, server; the 0.5B,
   2 dev questions).
 - The steps reader's transcript in turns (``--no-prefill``) in-process and over that server's chat
@@ -19,7 +19,7 @@ import json
 import numpy as np
 import pytest
 from helpers import one_error_line, run_sqa, throwaway_home, write_log_odds_head
-from test_server import KEY, MODEL, TOLERANCE, llama_server  # noqa: F401 (llama_server: a fixture)
+from test_server import KEY, MODEL, TOLERANCE
 
 from sqa.facts.features import FactSettings
 from sqa.facts.head import AnswerHead, FeatureSpec
@@ -98,7 +98,7 @@ def test_a_head_of_the_other_form_is_one_line_before_anything_loads(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.server
-def test_apply_chat_template_in_process_reads_what_the_server_reads_over_chat(llama_server, gold_index, tmp_path):  # noqa: F811
+def test_apply_chat_template_in_process_reads_what_the_server_reads_over_chat(llama_server, gold_index, tmp_path):
     """The facts reader, zero-shot (no head of the chat form), on 2 dev questions: in-process with
     ``--apply-chat-template`` and served with ``--api chat`` give the same answers and P(yes) within
     TOLERANCE; both runs record the chat prompt form."""

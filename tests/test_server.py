@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -276,63 +273,7 @@ def test_base_url_needs_a_served_model(tmp_path):
     assert "--base-url goes with a served model" in one_error_line(r, notices=True)
 
 
-# -- llama.cpp's server, the packaged 0.5B model -------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    """``python -m llama_cpp.server`` serving the packaged 0.5B GGUF on 127.0.0.1 (1 generation
-    thread, 2 for prompts); yields its base URL."""
-    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server]==0.3.36 is not installed")
-    from sqa.models.registry import MODELS, assemble_gguf
-
-    gguf = assemble_gguf(MODELS[MODEL])
-    port = free_port()
-    log = tmp_path_factory.mktemp("llama_server") / "server.log"
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "llama_cpp.server",
-                "--model",
-                str(gguf),
-                "--model_alias",
-                MODEL,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--n_ctx",
-                "4096",
-                "--n_threads",
-                "1",
-                "--n_threads_batch",
-                "2",
-            ],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/models", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"llama.cpp's server did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+# -- llama.cpp's server, the packaged 0.5B model (the session's ``llama_server``, tests/conftest.py) ----
 
 
 ASK = "Is the sun a star?"
