@@ -261,15 +261,16 @@ class StateModel(ModelBase):
 TESTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(TESTS)  # the checkout whose sqa the tests run
 
-# ``python -c FAKE_STATES_MODEL ARGS``: the ``sqa`` command with ``StateModel`` (0.2 s a question) in
-# place of every model, so the out-of-fold train run, its heads and ``sqa ask`` run without a model file.
+# ``python -c FAKE_STATES_MODEL ARGS``: the ``sqa`` command with ``StateModel`` in place of every model,
+# so the out-of-fold train run, its heads and ``sqa ask`` run without a model file. Each read takes
+# $SQA_TEST_READ_DELAY seconds (default 0.2: slow enough for a test to stop a run between questions).
 FAKE_STATES_MODEL = f"""
-import signal, sys
+import os, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {TESTS!r})
 import sqa.models.registry as R
 from helpers import StateModel
-R.load_model = lambda *a, **kw: StateModel(delay=0.2)
+R.load_model = lambda *a, **kw: StateModel(delay=float(os.environ.get("SQA_TEST_READ_DELAY", "0.2")))
 R.resolve_gguf = lambda *a, **kw: None
 from sqa.cli import main
 sys.exit(main(sys.argv[1:]))
@@ -294,11 +295,12 @@ def small_gguf():
         pytest.skip(f"0.5B model not available: {e}")
 
 
-def fake_states_sqa(home, *args, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run ``sqa ARGS`` with the ``fake-states`` stand-in model (``FAKE_STATES_MODEL``) in a fresh
-    process, ``$SQA_HOME`` at ``home`` and this checkout's ``sqa`` first on the path; returns the
+def fake_states_sqa(home, *args, timeout: float = 600, delay: float = 0.0) -> subprocess.CompletedProcess:
+    """Run ``sqa ARGS`` with the ``fake-states`` stand-in model (``FAKE_STATES_MODEL``, ``delay``
+    seconds a read: none by default, as no caller stops these runs) in a fresh process,
+    ``$SQA_HOME`` at ``home`` and this checkout's ``sqa`` first on the path; returns the
     CompletedProcess (text output)."""
-    env = {**os.environ, "SQA_HOME": str(home), "PYTHONPATH": REPO}
+    env = {**os.environ, "SQA_HOME": str(home), "PYTHONPATH": REPO, "SQA_TEST_READ_DELAY": str(delay)}
     env.pop("SQA_DEBUG", None)
     return subprocess.run(
         [sys.executable, "-c", FAKE_STATES_MODEL, *map(str, args)],

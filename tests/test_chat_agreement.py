@@ -176,7 +176,7 @@ def test_completions_logprobs_in_the_chat_format_are_read():
 
 @pytest.mark.slow
 @pytest.mark.server
-def test_no_prefill_in_process_reads_the_tokens_the_server_reads_over_chat(llama_server, monkeypatch):  # noqa: F811
+def test_no_prefill_in_process_reads_the_tokens_the_server_reads_over_chat(llama_server, monkeypatch):
     """The steps reader's final reading in turns on a real dev question (its demonstrations, the
     gold decomposition): llama-cpp-python's chat endpoint cannot continue an assistant message, so
     the steps reader reads that server in turns; in-process with ``prefill=False`` the 0.5B reads the
