@@ -68,6 +68,20 @@ def gold_index(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def demo_embeddings(tmp_path_factory):
+    """The step decomposer's demonstration selector by meaning (``sqa.steps.prompts.MiniLMDemoSelector``,
+    all-MiniLM-L6-v2 in numpy) and the cache folder it wrote the train questions' embeddings into
+    (``demo-embeddings-minilm-<sha>.npy``, about 3 MB): computed once per test session (10-25 s on 2
+    cores) for the tests that need them; a test that decomposes with MiniLM copies the file into its
+    own cache folder, as a user's ``$SQA_HOME/cache`` keeps it between runs. Yields ``(selector, folder)``."""
+    from sqa.retriever.minilm import default_encoder
+    from sqa.steps.prompts import MiniLMDemoSelector
+
+    folder = tmp_path_factory.mktemp("demo_embeddings")
+    return MiniLMDemoSelector(encode=default_encoder(), cache_dir=folder), folder
+
+
+@pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     """``python -m llama_cpp.server`` (llama-cpp-python[server]==0.3.36) serving the packaged 0.5B
     GGUF as ``qwen2.5-coder-0.5b`` on 127.0.0.1 (n_ctx 4096, 1 generation thread, 2 for prompts:

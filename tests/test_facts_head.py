@@ -475,15 +475,21 @@ def test_step_facts_come_first_one_per_step_then_the_question_level_facts(gold_i
 
 
 @pytest.mark.slow
-def test_a_head_on_step_facts_has_the_model_decompose_first_and_shows_the_steps(tmp_path, gold_index, train):
+def test_a_head_on_step_facts_has_the_model_decompose_first_and_shows_the_steps(
+    tmp_path, gold_index, train, demo_embeddings
+):
     """Features and answers with ``step_facts``: the model writes the steps, their sentences are the
     first facts, the record keeps the steps, and the facts reader does the same for a head
-    trained that way (same steps, same facts, same read-outs)."""
+    trained that way (same steps, same facts, same read-outs). The train questions' MiniLM
+    embeddings (the decomposer's demonstrations) come from the session's cache, as from a user's."""
+    import shutil
     from sqa.steps.decomposer import Decomposer
     from sqa.facts.reader import FactsReader
     from sqa.models.registry import load_model
     from sqa.retriever.steps import StepRetriever
 
+    for f in demo_embeddings[1].glob("demo-embeddings-minilm-*.npy"):
+        shutil.copy(f, tmp_path)
     m = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
     settings = FactSettings(wiki=1, train=1, step_facts=2)
     sel = FactSelector(StepRetriever(gold_index), settings, AnnotatedFacts(train))

@@ -213,23 +213,24 @@ def test_demonstrations_come_from_train_by_similarity_never_the_question():
 
 
 @pytest.mark.slow
-def test_minilm_demonstrations_share_the_strategy_and_their_embeddings_are_cached(tmp_path):
+def test_minilm_demonstrations_share_the_strategy_and_their_embeddings_are_cached(demo_embeddings):
     """``sqa ask --steps``' demonstrations by meaning (all-MiniLM-L6-v2 in numpy): for the card's example the
     nearest train questions are anachronism questions, not BM25's "fair trade laptop"; the train
-    questions' embeddings are computed once and read back from the cache."""
+    questions' embeddings are computed once (by the session's ``demo_embeddings`` selector, into
+    its cache folder) and read back from the cache."""
     from sqa.retriever.minilm import default_encoder
 
     encode = default_encoder()
-    sel = P.MiniLMDemoSelector(encode=encode, cache_dir=tmp_path)
+    sel, cache = demo_embeddings
     near = [d.question for d in sel.select("Did Aristotle use a laptop?", 3, balance=False)]
     assert "Did Al Capone carry a smartphone?" in near and "Can you buy a fair trade laptop?" not in near
-    assert len(list(tmp_path.glob("demo-embeddings-minilm-*.npy"))) == 1
+    assert len(list(cache.glob("demo-embeddings-minilm-*.npy"))) == 1
 
     def only_queries(texts):  # a second selector must not embed the 2,000 train questions again
         assert len(texts) == 1, "train embeddings were recomputed instead of read from the cache"
         return encode(texts)
 
-    again = P.MiniLMDemoSelector(encode=only_queries, cache_dir=tmp_path)
+    again = P.MiniLMDemoSelector(encode=only_queries, cache_dir=cache)
     assert [d.question for d in again.select("Did Aristotle use a laptop?", 3, balance=False)] == near
     q = load_questions("train-2061")[0]
     assert all(d.qid != q.qid for d in again.select(q.question, 5, exclude_qid=q.qid))
