@@ -126,6 +126,7 @@ def _load(path, **kw):
 
 
 def test_a_gguf_with_a_llama3_template_renders_chat_prompts_token_for_token_as_the_references(tmp_path):
+    pytest.importorskip("cyllama", reason="llama.cpp's binding (the models extra) reads the GGUF")
     from cyllama.llama import llama_cpp as L
 
     m = _load(tiny_gguf(tmp_path / "llama3.gguf", LLAMA3))
