@@ -82,6 +82,24 @@ def demo_embeddings(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def local_steps_dev(gold_index, tmp_path_factory):
+    """``sqa eval --preset steps --split dev --limit STEPS_DEV_N`` with the packaged 0.5B model
+    in-process on the gold index (a fresh process and ``$SQA_HOME`` of its own), run once per
+    session: the whole steps pipeline on a real model (tests/test_eval_cli.py) and the in-process
+    answers the served run is compared with (tests/test_server.py). Yields the run folder; no test
+    writes into it."""
+    from helpers import SMALL_MODEL, STEPS_DEV_N, run_sqa, small_gguf
+
+    small_gguf()  # assembled, not loaded: the eval loads it once
+    out = tmp_path_factory.mktemp("local_steps_dev") / "run"
+    home = throwaway_home(tmp_path_factory.mktemp("local_steps_home"))
+    args = ["eval", "--preset", "steps", "--split", "dev", "--limit", STEPS_DEV_N, "--index-dir", gold_index.index_dir]
+    r = run_sqa(args + ["--model", SMALL_MODEL, "--out", out], env={"SQA_HOME": str(home)}, timeout=1800)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     """``python -m llama_cpp.server`` (llama-cpp-python[server]==0.3.36) serving the packaged 0.5B
     GGUF as ``qwen2.5-coder-0.5b`` on 127.0.0.1 (n_ctx 4096, 1 generation thread, 2 for prompts:

@@ -278,6 +278,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 SMALL_MODEL = "qwen2.5-coder-0.5b"  # the model of the model-loading tests
+STEPS_DEV_N = 8  # dev questions of the session's in-process steps run (conftest.local_steps_dev)
 
 
 def small_gguf():

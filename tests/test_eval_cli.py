@@ -161,37 +161,18 @@ def test_cli_ctrl_c_exits_130_with_outputs(tmp_path):
 
 
 @pytest.mark.slow
-def test_eval_real_model_two_dev_questions(tmp_path, gold_index, capsys):
-    """The whole pipeline with the 0.5B GGUF on llama.cpp: 2 dev questions on the gold index."""
-    from helpers import small_gguf
+def test_eval_real_model_dev_questions(local_steps_dev):
+    """The whole pipeline with the 0.5B GGUF on llama.cpp: ``sqa eval --preset steps`` of the
+    first STEPS_DEV_N dev questions on the gold index (the session's ``local_steps_dev`` run, which
+    tests/test_server.py compares the served run with)."""
+    from helpers import SMALL_MODEL, STEPS_DEV_N
 
-    small_gguf()  # assembled, not loaded: the eval below loads it once
-    out = tmp_path / "run"
-    assert (
-        main(
-            [
-                "eval",
-                "--split",
-                "dev",
-                "--limit",
-                "2",
-                "--out",
-                str(out),
-                "--model",
-                "qwen2.5-coder-0.5b",
-                "--index-dir",
-                str(gold_index.index_dir),
-                "--reader",
-                "steps",
-            ]
-        )
-        == 0
-    )
+    out = local_steps_dev
     preds = load_predictions(out / "predictions.json")
-    assert list(preds) == [q.qid for q in load_questions("dev")[:2]]
+    assert list(preds) == [q.qid for q in load_questions("dev")[:STEPS_DEV_N]]
     for p in preds.values():
         assert 1 <= len(p["decomposition"]) and 1 <= len(p["paragraphs"]) <= 10
     m = json.loads((out / "metrics.json").read_text())
-    assert m["n"] == 2 and m["seconds_per_question"] > 0 and m["model"] == "qwen2.5-coder-0.5b"
+    assert m["n"] == STEPS_DEV_N and m["seconds_per_question"] > 0 and m["model"] == SMALL_MODEL
     traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
-    assert all(t["steps"] and t["timings"]["total"] > 0 for t in traces)
+    assert len(traces) == STEPS_DEV_N and all(t["steps"] and t["timings"]["total"] > 0 for t in traces)

@@ -26,7 +26,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import free_port, one_error_line, run_sqa, served_eval_args, throwaway_home, write_log_odds_head
+from helpers import (
+    STEPS_DEV_N,
+    free_port,
+    one_error_line,
+    run_sqa,
+    served_eval_args,
+    throwaway_home,
+    write_log_odds_head,
+)
 
 # all of them slow (subprocesses, and llama.cpp's server for two): out of the fast lane, whose install
 # has no server extra
@@ -277,7 +285,7 @@ def test_base_url_needs_a_served_model(tmp_path):
 
 
 ASK = "Is the sun a star?"
-DEV_N = 8  # dev questions read in-process and served (bench/results/server_agreement.json: 20)
+DEV_N = STEPS_DEV_N  # dev questions read in-process and served (bench/results/server_agreement.json: 20)
 SERVED_ENV = {"OPENAI_API_KEY": KEY, "SQA_OPENAI_CONCURRENCY": "1", "SQA_OPENAI_TIMEOUT": "600"}
 
 
@@ -327,26 +335,26 @@ def test_ask_over_chat_through_llama_server_matches_in_process(llama_server, gol
     assert KEY not in served.stdout + served.stderr
 
 
-def test_eval_dev_through_llama_server_matches_in_process(llama_server, gold_index, tmp_path):
-    """``sqa eval --preset steps --split dev --limit DEV_N`` in-process and through the server: the
-    same answer on all but at most one question and P(yes) within TOLERANCE on all but at most one
-    (greedy decompositions may part at a near-tie). The 20-question measurement is recorded in
-    bench/results/server_agreement.json ``eval``: 19 answers agree (the flip, question 18, at 0.489
-    vs 0.511), P(yes) differs by at most 0.022. run.json names the server, metrics.json counts 3
-    read-outs a question; the key is in no output or file."""
+def test_eval_dev_through_llama_server_matches_in_process(llama_server, gold_index, local_steps_dev, tmp_path):
+    """``sqa eval --preset steps --split dev --limit DEV_N`` in-process (the session's
+    ``local_steps_dev`` run) and through the server: the same answer on all but at most one
+    question and P(yes) within TOLERANCE on all but at most one (greedy decompositions may part at
+    a near-tie). The 20-question measurement is recorded in bench/results/server_agreement.json
+    ``eval``: 19 answers agree (the flip, question 18, at 0.489 vs 0.511), P(yes) differs by at
+    most 0.022. run.json names the server, metrics.json counts 3 read-outs a question; the key is
+    in no output or file."""
     base = ["eval", "--preset", "steps", "--split", "dev", "--limit", DEV_N, "--index-dir", gold_index.index_dir]
-    local = run_sqa(base + ["--model", MODEL, "--out", tmp_path / "local"], timeout=1800)
     served = run_sqa(
         base + ["--model", f"openai:{MODEL}", "--base-url", llama_server, "--out", tmp_path / "served"],
         env=SERVED_ENV,
         timeout=1800,
     )
-    assert local.returncode == 0 and served.returncode == 0, (local.stderr[-2000:], served.stderr[-2000:])
+    assert served.returncode == 0, served.stderr[-2000:]
 
     def traces(d):
         return {json.loads(x)["qid"]: json.loads(x) for x in (d / "traces.jsonl").read_text().splitlines()}
 
-    a, b = traces(tmp_path / "local"), traces(tmp_path / "served")
+    a, b = traces(local_steps_dev), traces(tmp_path / "served")
     assert len(a) == len(b) == DEV_N and set(a) == set(b)
     same = sum(a[q]["answer"] == b[q]["answer"] for q in a)
     close = sum(abs(a[q]["p_yes"] - b[q]["p_yes"]) <= TOLERANCE for q in a)
