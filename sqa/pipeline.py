@@ -198,7 +198,7 @@ def build_reader(
     facts reader's prompt form ("text" | "chat", ``sqa.facts.prompt``; a model served over chat reads
     "chat" whatever is asked). ``zero_shot``: the facts reader answers with the model's own P(yes)
     even when the model has a head (a train cut too small to cross-fit, ``sqa.api.evaluate``).
-    ``prefill``: the steps reader's (False: its transcript in closed chat turns).
+    ``prefill``: the steps reader's (False: it reads in turns, ``sqa.steps.prompts``).
     Raises SqaError for a missing index, model or head, for a head that reads hidden states with a
     served model (which gives none), and for a head of another prompt form."""
     from sqa.models.registry import load_model, model_stem

@@ -237,16 +237,17 @@ class ChatPrompt:
     def extend(self, text: str) -> "ChatPrompt":
         return ChatPrompt(self.messages, self.reply + text)
 
-    def as_turns(self) -> "ChatPrompt":
+    def as_turns(self, ask: str = CONTINUE) -> "ChatPrompt":
         """The same prompt with its reply carried as closed turns: the reply as a closed assistant
-        turn, then a user turn asking to continue it (:data:`CONTINUE`), and an empty open assistant
-        turn. This is what sqa sends a chat server that cannot continue an assistant message
-        (``sqa.models.openai``) for a prompt with a reply; the steps reader never sends it one
-        there, reading such a model in turns of its own (``sqa.steps.prompts``), since a 1.5B
-        model asked to continue answered instead. A prompt with an empty reply is returned as it is."""
+        turn, then the user turn ``ask`` (default :data:`CONTINUE`, asking to continue it), and an
+        empty open assistant turn. With the default, this is what sqa sends a chat server that
+        cannot continue an assistant message (``sqa.models.openai``) for a prompt with a reply; the
+        steps reader never sends it one there, asking for each answer itself (``sqa.steps.prompts``),
+        since a 1.5B model asked to continue answered instead. A prompt with an empty reply is
+        returned as it is."""
         if not self.reply:
             return self
-        return ChatPrompt(self.messages + (("assistant", self.reply), ("user", CONTINUE)))
+        return ChatPrompt(self.messages + (("assistant", self.reply), ("user", ask)))
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ class Asked:
     lm: Any = None  # the loaded model (its read-out statistics: sqa.render.tables.served_notes)
     facts_reader: bool = True  # the facts reader answered (else the steps reader)
     prompt_form: str = ""  # the facts reader's: "text" | "chat" (sqa.facts.prompt)
-    prefill: bool | None = None  # the steps reader's: transcript continued (True) or in closed turns
+    prefill: bool | None = None  # the steps reader's: transcript continued (True) or read in turns
     head_identity_checked: bool | None = None  # a served model's head: checked against its weights (heads.py)
 
     def to_json(self) -> dict:

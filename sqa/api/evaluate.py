@@ -233,9 +233,7 @@ def evaluate(
 
         record["answering_note"] = ZERO_SHOT_CUT
     if head_obj is not None:  # which head answers, and how many questions it saw (issue 41 items 1 and 8)
-        from sqa.facts.heads import fitted_count
-
-        from sqa.facts.heads import head_identity_checked
+        from sqa.facts.heads import fitted_count, head_identity_checked
 
         record["head"] = {"file": head_obj.source, "fitted_on": fitted_count(head_obj)}
         checked = head_identity_checked(head_obj, model)  # a served model's head: checked against its weights?

@@ -32,7 +32,7 @@ class EvalOptions:
     named question set, :mod:`sqa.eval.protocols`) may change between sessions. ``dataset``: for split ``custom``, ``"<file name>:<sha256 of its bytes, 12 hex>"``
     (``sqa eval --dataset``). ``head``: the answer head's identity (facts reader); ``prompt_form``:
     the facts reader's prompt form ("text" | "chat", ``sqa.facts.prompt``); ``prefill``: the steps
-    reader's transcript continued in the assistant message (True) or carried in closed chat turns.
+    reader's transcript continued in the assistant message (True) or read in turns (``sqa.steps.prompts``).
     Raises SqaError (one line) for an invalid combination.
     """
 
@@ -53,7 +53,7 @@ class EvalOptions:
     protocol: str = ""  # the named question set (sqa.eval.protocols), recorded in run.json; not the identity
     chat_template: str = ""  # "" (the model's own) or check_template_file's "file:<name>:<sha256 12 hex>"
     prompt_form: str = "text"  # the facts reader's prompt form, "text" | "chat" (sqa.facts.prompt)
-    prefill: bool = True  # the steps reader's transcript: continued (True) or in closed turns (--no-prefill)
+    prefill: bool = True  # the steps reader's transcript: continued (True) or read in turns (--no-prefill)
 
     IDENTITY = (
         "split",

@@ -102,8 +102,9 @@ class LoadProbes:
                         ) from None
                     raise self.servers[0].error(e, at_load=True) from None
                 pos = R.token_positions(r, endpoint)
-                if R.logprobs_unread(r, endpoint):
-                    unread[endpoint] = R.logprobs_unread(r, endpoint)
+                fields = R.logprobs_unread(r, endpoint)
+                if fields:
+                    unread[endpoint] = fields
                 thinking = "none"
                 if R.opens_thinking(pos, R.generated_text(r, endpoint), r):
                     thinking = self._thinking_mode(endpoint, n)

@@ -233,6 +233,13 @@ READ_STOP = ("\n", IM_END)
 
 STEP_ASK = "Answer step {k} ({step}) in a few words."
 YES_NO_ASK = "Answer with Yes or No."
+DECOMPOSE_TURNS_STOP = tuple(s for s in DECOMPOSE_STOP if s != "\n\n")  # "Steps:" may open with a blank line
+
+
+def _without(prompt: ChatPrompt, tail: str) -> ChatPrompt:
+    """``prompt`` with ``tail`` cut from the end of its reply (when it ends so)."""
+    reply = prompt.reply
+    return ChatPrompt(prompt.messages, reply[: -len(tail)] if tail and reply.endswith(tail) else reply)
 
 
 def decompose_turns(prompt: ChatPrompt) -> ChatPrompt:
@@ -248,11 +255,7 @@ def step_turns(prompt: ChatPrompt, k: int, step: str) -> ChatPrompt:
     """The reader's prompt for step ``k`` in turns: the transcript so far (``prompt.reply`` without
     its trailing "#k =") as a closed assistant turn, then the user turn ``STEP_ASK`` naming the
     step; the model's new message is the answer (:func:`clean_step_answer`)."""
-    reply = prompt.reply
-    cue = f"#{k} ="
-    if reply.endswith(cue):
-        reply = reply[: -len(cue)]
-    return ChatPrompt(prompt.messages + (("assistant", reply), ("user", STEP_ASK.format(k=k, step=step))))
+    return _without(prompt, f"#{k} =").as_turns(STEP_ASK.format(k=k, step=step))
 
 
 def clean_step_answer(text: str, k: int) -> str:
@@ -267,13 +270,9 @@ def yes_no_turns(prompt: ChatPrompt, question: str | None = None) -> ChatPrompt:
     "Question: <question>" (when given) and ``YES_NO_ASK``; without one (an empty reply but for
     "Answer:"), ``YES_NO_ASK`` joins the question's own user turn, since some chat templates
     (Mistral's) refuse two user turns in a row."""
-    reply = prompt.reply
-    tail = f"Question: {question}\nAnswer:" if question is not None else "Answer:"
-    if reply.endswith(tail):
-        reply = reply[: -len(tail)]
-    if reply:
-        ask = f"Question: {question}\n{YES_NO_ASK}" if question is not None else YES_NO_ASK
-        return ChatPrompt(prompt.messages + (("assistant", reply), ("user", ask)))
+    closed = _without(prompt, f"Question: {question}\nAnswer:" if question is not None else "Answer:")
+    if closed.reply:
+        return closed.as_turns(f"Question: {question}\n{YES_NO_ASK}" if question is not None else YES_NO_ASK)
     role, content = prompt.messages[-1]
     return ChatPrompt(prompt.messages[:-1] + ((role, f"{content}\n{YES_NO_ASK}"),))
 

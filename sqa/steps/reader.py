@@ -226,7 +226,7 @@ class StepsReader:
             prompts, lead = [P.decompose_turns(st.prompt) for st in todo], ""
         else:
             prompts, lead = [st.prompt.extend("Steps:\n1.") for st in todo], "1."
-        stop = P.DECOMPOSE_STOP if not self.turns else tuple(s for s in P.DECOMPOSE_STOP if s != "\n\n")
+        stop = P.DECOMPOSE_TURNS_STOP if self.turns else P.DECOMPOSE_STOP
         outs = self.model.generate(prompts, self.settings.decompose_tokens, stop)
         dt = (time.perf_counter() - t) / len(todo)
         for st, out in zip(todo, outs):
@@ -274,9 +274,7 @@ class StepsReader:
         if not gen:
             return
         t = time.perf_counter()
-        prompts = [st.prompt for st in gen]
-        if self.turns:
-            prompts = [P.step_turns(st.prompt, i + 1, st.traces[i].question) for st in gen]
+        prompts = [P.step_turns(st.prompt, i + 1, st.traces[i].question) if self.turns else st.prompt for st in gen]
         outs = self.model.generate(prompts, self.settings.answer_tokens, P.READ_STOP)
         dt = (time.perf_counter() - t) / len(gen)
         for st, out in zip(gen, outs):
@@ -303,20 +301,14 @@ class StepsReader:
         transcript, then direct, which shares its prefix, then plain), combined by ``DECISION``."""
         n = len(states)
         t = time.perf_counter()
-        prompts = [
-            p
-            for st in states
-            for p in (
-                st.prompt.extend(f"Question: {st.question}\nAnswer:"),
-                st.head.extend("Answer:"),
-                st.plain_prefix.extend("Answer:"),
-            )
-        ]
-        if self.turns:
-            prompts = [
-                P.yes_no_turns(p, st.question if j % len(READINGS) == 0 else None)
-                for j, (p, st) in enumerate(zip(prompts, [st for st in states for _ in READINGS]))
-            ]
+        prompts = []
+        for st in states:
+            transcript = st.prompt.extend(f"Question: {st.question}\nAnswer:")
+            direct, plain = st.head.extend("Answer:"), st.plain_prefix.extend("Answer:")
+            if self.turns:
+                transcript = P.yes_no_turns(transcript, st.question)
+                direct, plain = P.yes_no_turns(direct), P.yes_no_turns(plain)
+            prompts += [transcript, direct, plain]  # in READINGS order
         probs = self.model.yes_probability(prompts)
         dt = (time.perf_counter() - t) / n
         total = (time.perf_counter() - t_start) / n
