@@ -127,6 +127,7 @@ COT_SOURCE = Source(
 )
 WEI_DEMO = "Q: {question}\nA: {rationale} " + ANSWER_IS + " {answer}."
 WEI_TEST = "Q: {question}\nA:"
+WEI_STOPS: tuple[str, ...] = ("Q:", "\n\n##")  # DoLa strqa_eval.py main(): stop_word_list
 
 # --- DRAGIN (Su et al. 2024) -------------------------------------------------------------------
 _DRAGIN_QUESTIONS = (
@@ -152,6 +153,30 @@ DRAGIN_SOURCE = Source(
     note="Table 25's exemplars without the 'Yes or no: ' prefix; FixLengthRAG's instruction line has the typo "
     "'Answer in t he same format as before.' (SingleRAG, TokenRAG and AttnWeightRAG spell it right).",
 )
+# config/{Llama2-7b-chat,Llama2-13b-chat,Vicuna-13b-v1.5}/StrategyQA/*.json at DRAGIN_SOURCE.commit. Shared by all
+# six: fewshot 6, sample 1000, generate_max_length 100 (new tokens per generate call and the cap on the whole
+# answer's tokens), retriever BM25 (Elasticsearch "wiki"), retrieve_topk 3; BasicRAG.retrieve truncates the query
+# to its last 64 tokenizer tokens (max_query_length=64). Per-model values are (Llama2-7b, Llama2-13b, Vicuna-13b).
+DRAGIN_STRATEGYQA_CONFIGS: dict[str, dict[str, object]] = {
+    "wo-RAG": {"method": "non-retrieval"},
+    "SR-RAG": {"method": "single-retrieval", "query_formulation": "direct"},
+    "FL-RAG": {"method": "fix-length-retrieval", "query_formulation": "direct"},  # no fix_length key: the shipped
+    # FixLengthRAG reads self.fix_length, which these configs do not set
+    "FS-RAG": {"method": "fix-sentence-retrieval", "query_formulation": "direct"},
+    "FLARE": {
+        "method": "token",
+        "query_formulation": "direct",
+        "sentence_solver": "avg",
+        "hallucination_threshold": (0.1, 0.06, 0.1),
+    },
+    "DRAGIN": {
+        "method": "dragin",
+        "query_formulation": "real_words",
+        "check_real_words": True,
+        "retrieve_keep_top_k": (35, 25, 25),
+        "hallucination_threshold": (0.75, 1.3, 1.5),
+    },
+}
 DRAGIN_DEMO = "Question: {question}\nAnswer: {rationale} " + ANSWER_IS + " {answer}."
 DRAGIN_TEST = (
     "Following the examples above, answer the question by reasoning step-by-step.\n\nQuestion: {question}\nAnswer:"
