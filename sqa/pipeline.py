@@ -185,6 +185,8 @@ def build_reader(
     prompt_form: str = "text",
     zero_shot: bool = False,
     prefill: bool = True,
+    method=None,
+    method_settings: dict | None = None,
 ) -> Pipeline:
     """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
     fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
@@ -199,6 +201,9 @@ def build_reader(
     "chat" whatever is asked). ``zero_shot``: the facts reader answers with the model's own P(yes)
     even when the model has a head (a train cut too small to cross-fit, ``sqa.api.evaluate``).
     ``prefill``: the steps reader's (False: it reads in turns, ``sqa.steps.prompts``).
+    Reader ``method`` (``sqa.presets.method_preset``): ``method`` (a ``sqa.methods.base.Method``)
+    answers through ``sqa.methods.reader.MethodReader`` with ``method_settings`` (resolved); what it
+    needs from the model is checked once the model is loaded (BadInput, one line).
     Raises SqaError for a missing index, model or head, for a head that reads hidden states with a
     served model (which gives none), and for a head of another prompt form."""
     from sqa.models.registry import load_model, model_stem
@@ -210,6 +215,14 @@ def build_reader(
         be = open_index(Path(index_dir).expanduser() if index_dir else default_index_dir(), backend)
         ret = make_retriever(be, retriever)
     try:
+        if preset.reader == "method":
+            from sqa.methods.reader import MethodReader
+            from sqa.methods.registry import check_needs
+
+            check_needs(method, None, be is not None)
+            lm = load_model(model, **model_kw) if isinstance(model, str) else model
+            check_needs(method, lm, be is not None)
+            return Pipeline(MethodReader(method, lm, be, dict(method_settings or {})), lm, be, ret)
         if preset.reader == "facts":
             from sqa.facts.reader import FactsReader
             from sqa.facts.training import model_sha256

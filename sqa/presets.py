@@ -28,6 +28,7 @@ class Preset:
       bound; refused on the unlabelled test split).
     - ``decomposition``: what the reader's steps are (``question`` for the facts reader).
     - ``run``: the recorded run of its README row; ``summary``: one line for ``--help`` and docs.
+    - ``method``: for reader ``method``, the method (``sqa.methods``) it runs (``sqa.methods.registry.method_preset``).
     """
 
     name: str
@@ -38,6 +39,7 @@ class Preset:
     run: str = ""
     summary: str = ""
     ask: bool = True  # meaningful for `sqa ask` (the oracles need a labelled question)
+    method: str = ""  # reader "method": the method's registry name or module:Class (sqa.methods)
 
 
 PRESETS: dict[str, Preset] = {

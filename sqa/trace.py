@@ -55,6 +55,8 @@ class ReasoningResult:
     # whether p_yes comes from a fitted answer head (True) or is the model's own, uncalibrated (False)
     calibrated: bool = True
     head: str = ""  # the answer head that answered (its file name), "" when none did
+    # a method's record (sqa.methods.reader): name, answer rule, read, votes, text, cost, calls; {} for the readers
+    method: dict = field(default_factory=dict)
 
     @property
     def confidence(self) -> float:
@@ -90,10 +92,13 @@ class ReasoningResult:
             "calibrated": self.calibrated,
             **({"head": self.head} if self.head else {}),
             **({"facts": [dict(f) for f in self.facts]} if self.facts else {}),
+            **({"method": {k: v for k, v in self.method.items() if k != "calls"}} if self.method else {}),
         }
 
     def to_dict(self) -> dict:
-        """Everything, JSON-serialisable (one line of ``traces.jsonl``)."""
+        """Everything, JSON-serialisable (one line of ``traces.jsonl``; ``method`` only for a method's answer)."""
         d = asdict(self)
         d["confidence"] = self.confidence
+        if not d["method"]:
+            del d["method"]
         return d

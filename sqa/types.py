@@ -272,6 +272,9 @@ class ModelCapabilities:
     - ``prefix_cache``: ``warm_prefixes(texts, cache_dir)`` keeps prompt heads' KV cache on disk.
     - ``concurrency``: how many requests the model serves at once (a served model's slots over all
       its servers; 1 in-process): the steps reader then answers that many questions at once.
+    - ``sampling``: ``complete`` samples at a temperature with a seed; ``token_logprobs``: it gives
+      the log-probability of every generated token; ``attention``: it gives attention weights
+      (what ``sqa.methods`` DRAGIN reads; no runtime does yet).
     """
 
     hidden_states: bool = False
@@ -283,12 +286,25 @@ class ModelCapabilities:
     prefill: bool = True
     prefix_cache: bool = False
     concurrency: int = 1
+    sampling: bool = False
+    token_logprobs: bool = False
+    attention: bool = False
 
     def to_dict(self) -> dict:
         """A JSON-serialisable dict of every field (recorded in ``run.json`` and ``sqa ask --json``)."""
         from dataclasses import asdict
 
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generated continuation: text (cut before the first stop string), the generated token
+    pieces and the natural-log probability of each (empty unless logprobs were asked)."""
+
+    text: str
+    tokens: tuple[str, ...] = ()
+    logprobs: tuple[float, ...] = ()
 
 
 # A plain string is raw text (a completion prompt, fed to the model as is, no template); a

@@ -35,6 +35,7 @@ STAGES = [
     ("sqa.models", 3),
     ("sqa.steps", 4),
     ("sqa.facts", 5),
+    ("sqa.methods", 5),
     ("sqa.eval", 6),
     ("sqa.pipeline", 9),
     ("sqa.api", 9),
@@ -266,3 +267,25 @@ def test_the_cli_is_a_thin_layer_of_at_most_1010_lines():
     writes them (30 % under the 1,443 of the issue's filing)."""
     sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in sorted((SQA / "cli").glob("*.py"))}
     assert len(sizes) >= 5 and sum(sizes.values()) <= 1010, sizes
+
+
+def _names_a_method(text: str, names) -> list[str]:
+    return [n for n in names if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)]
+
+
+def test_the_cli_and_the_api_name_no_method():
+    """Adding a method touches its own module and one registry line (sqa.methods.registry.METHODS):
+    no string in sqa/cli or sqa/api names one (facts and steps are presets' names too)."""
+    from sqa.methods.registry import METHODS
+
+    names = [n for n in METHODS if n not in ("facts", "steps")]
+    bad = []
+    for folder in ("cli", "api"):
+        for p in sorted((SQA / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    bad += [
+                        f"{p.relative_to(ROOT)}:{node.lineno} names {n!r}" for n in _names_a_method(node.value, names)
+                    ]
+    assert not bad, "\n".join(bad)
+    assert _names_a_method('help="the prompt of cot"', names) == ["cot"]  # the check can fail

@@ -117,6 +117,7 @@ def evaluate(
             raise BadInput(f"--protocol {protocol} names its own questions; leave out {flag}")
         proto = get_protocol(protocol)
         split, limit = proto.split, protocol_limit(proto, limit)
+        reader.pin_settings(proto.settings, proto.name)
     if features_cache is not None:  # checked line by line before any model loads
         from sqa.facts.reader import check_features_file
 
@@ -221,8 +222,13 @@ def evaluate(
         chat_template=reader.chat_template_id,
         prompt_form=reader.prompt_form if preset.reader == "facts" else "text",
         prefill=reader.prefill,
+        method=preset.method,
+        method_settings=reader.method_settings,
     )
     tag = decomposition if preset.retrieval else f"{decomposition}-noretrieval"
+    if preset.reader == "method":
+        tag = f"method-{reader.method.name}"
+        reader.pipeline  # noqa: B018  (loads the model and checks what the method needs: nothing written before)
     if preset.reader == "facts":
         tag = f"facts{'-oracle-' + preset.oracle if preset.oracle else ''}{'' if preset.retrieval else '-noretrieval'}"
     out_dir = Path(out) if out else default_run_dir(qs.stem, tag, model)

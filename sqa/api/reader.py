@@ -48,6 +48,7 @@ class Answer:
     head: str = ""
     model: str = ""
     result: "ReasoningResult | None" = field(default=None, repr=False)
+    method: dict = field(default_factory=dict)  # a method's record: name, rule, text, votes, cost ({} for a preset)
 
     @property
     def confidence(self) -> float:
@@ -70,6 +71,7 @@ class Answer:
             r.head,
             r.model,
             r,
+            method=dict(r.method),
         )
 
     def to_dict(self) -> dict:
@@ -99,7 +101,10 @@ class Reader:
     (``sqa.steps.prompts``), as it reads a chat server without assistant prefill. ``index``: an :class:`sqa.Index`, an index directory, or None
     (``$SQA_HOME/index``); not opened by presets that read no evidence. ``k``: paragraphs
     retrieved (top-k); ``head``: an answer head file for the facts reader (default: the model's
-    own, from ``sqa eval --split train``, or the shipped one). The model loads on the first
+    own, from ``sqa eval --split train``, or the shipped one). ``method``: a method instead of a
+    preset (``sqa.methods``: a shipped name, ``"module:Class"``, or a
+    ``sqa.methods.Method``) with ``settings`` (a ``sqa.methods.MethodSettings``; defaults: the
+    method's paper's), ``k`` then being the method's top-k. The model loads on the first
     :meth:`ask` (seconds to a minute); :meth:`close` releases it and the index.
 
     Raises :class:`sqa.types.BadInput` for an unknown preset or a ``base_url`` without a served
@@ -108,27 +113,33 @@ class Reader:
 
     def __init__(
         self,
-        preset: Union[str, "Preset"] = "facts",
+        preset: Union[str, "Preset", None] = None,
         model: Union[str, "LanguageModel", None] = None,
         index: Union["Index", str, Path, None] = None,
         *,
         base_url: str | Sequence[str] | None = None,
         api: str = "auto",
         allow_model_alias: bool = False,
-        k: int = 10,
+        k: int | None = None,
         head: str | Path | None = None,
         chat_template: str | Path | None = None,
         apply_chat_template: bool = False,
         prefill: bool = True,
         backend: str = "embedded",
+        method=None,
+        settings=None,
     ):
         from sqa.models.registry import DEFAULT_MODEL, is_served
         from sqa.paths import default_index_dir
         from sqa.presets import get_preset
         from sqa.types import MAX_K
 
-        if isinstance(preset, str):
-            preset = get_preset(preset)
+        self.method, self.method_settings, self._settings = None, {}, None
+        if method is not None or settings is not None:
+            preset, k = self._method_preset(preset, method, settings, k)
+        if isinstance(preset, str) or preset is None:
+            preset = get_preset(preset or "facts")
+        k = 10 if k is None else k
         self.preset = preset
         # a loaded LanguageModel (any object with the Protocol's methods) is used as it is
         self._lm = model if model is not None and not isinstance(model, (str, Path)) else None
@@ -188,6 +199,55 @@ class Reader:
         self.base_url, self.k, self.head = base_url, k, head
         self._pipeline = None
         self._head = None  # the answer head preflight() loaded
+
+    def _method_preset(self, preset, method, settings, k):
+        """``(preset, k)`` for a method (``method``: a name, ``module:Class``, a Method class or
+        instance; ``settings``: a ``sqa.methods.MethodSettings``); sets :attr:`method` and
+        :attr:`method_settings` (resolved). Raises BadInput when a preset is given too, when the
+        settings name another method, or for settings the method does not read."""
+        from dataclasses import replace
+
+        from sqa.methods.registry import load_method, method_preset
+        from sqa.methods.settings import MethodSettings
+
+        if preset is not None:
+            raise BadInput("give a preset or a method, not both (facts and steps are methods too)")
+        if settings is not None and not isinstance(settings, MethodSettings):
+            raise BadInput(f"settings: a sqa.methods.MethodSettings (got {type(settings).__name__})")
+        m = load_method(method if method is not None else settings.method)
+        from sqa.methods.registry import method_spec
+
+        spec = method_spec(m)
+        if settings is not None and settings.method not in (spec, m.name) and method is not None:
+            raise BadInput(f"settings are for method {settings.method!r}, not {m.name!r}")
+        settings = settings or MethodSettings(spec)
+        if m.preset:  # facts / steps: their presets, with the readers' own options (top-k)
+            if set(settings.given()) - {"k"}:
+                raise BadInput(f"--method {m.name} is the {m.preset} preset's reader: it takes no method settings")
+            return method_preset(m), settings.k if settings.k is not None else k
+        if k is not None and settings.k is None and "k" in m.defaults:
+            settings = replace(settings, k=k)
+        self.method, self._settings, self.method_settings = m, settings, settings.resolve(m)
+        return method_preset(m), self.method_settings.get("k", k)
+
+    def pin_settings(self, pinned: dict, by: str) -> None:
+        """Apply a protocol's pinned method settings (``sqa.eval.protocols.Protocol.settings``) to
+        this Reader's method: each setting the method reads is set; one the user gave with another
+        value raises BadInput naming ``by`` (the protocol). A no-op for presets."""
+        from dataclasses import replace
+
+        from sqa.methods.settings import FLAGS
+
+        if self.method is None or self._pipeline is not None:
+            return
+        given = self._settings.given()
+        for key, value in pinned.items():
+            if key in given and given[key] != value:
+                raise BadInput(f"--protocol {by} pins {FLAGS[key]} {value}; leave {FLAGS[key]} {given[key]} out")
+        apply = {k: v for k, v in pinned.items() if k in self.method.defaults}
+        self._settings = replace(self._settings, **apply)
+        self.method_settings = self._settings.resolve(self.method)
+        self.k = self.method_settings.get("k", self.k)
 
     def preflight(self):
         """Check, before the model loads, what can be: the index (when the preset retrieves), the
@@ -266,6 +326,8 @@ class Reader:
                 chat_template=self.chat_template,
                 prompt_form=self.prompt_form,
                 prefill=self.prefill,
+                method=self.method,
+                method_settings=self.method_settings,
             )
         return self._pipeline
 

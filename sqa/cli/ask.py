@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from sqa.cli import app
+from sqa.cli import common as c
 from sqa.cli.common import (
     AliasOpt,
     ApiOpt,
@@ -33,7 +34,7 @@ from sqa.cli.common import (
 HELP = {
     "question": 'A yes/no question, e.g. "Could a llama birth twice during the Vietnam War?"',
     "model": "qwen2.5-coder-1.5b (default), qwen2.5-coder-0.5b, a .gguf file, openai:NAME (a model behind an OpenAI-compatible server, see --base-url) or a Hugging Face checkpoint name/directory (transformers).",
-    "k": "Evidence paragraphs retrieved per step and for the question (top-k).",
+    "k": "Evidence paragraphs retrieved per step and for the question (top-k; default 10, a --method's own otherwise).",
     "decomposition": "The steps reader only: predicted (decompose into steps; its default) or question (no decomposition: retrieve with the question).",
     "no_retrieval": "Answer from the model alone (no evidence), the baseline that shows what retrieval adds (preset no-retrieval).",
     "reader": "facts (default: selected facts + trained answer head) or steps (preset steps).",
@@ -46,7 +47,7 @@ HELP = {
 def ask_command(
     question: Annotated[str, typer.Argument(help=HELP["question"])],
     model: Annotated[str, opt("--model", help=HELP["model"], show_default=True)] = "qwen2.5-coder-1.5b",
-    k: Annotated[int, opt("-k", "--k", help=HELP["k"], show_default=True)] = 10,
+    k: Annotated[Optional[int], opt("-k", "--k", help=HELP["k"])] = None,
     decomposition: Annotated[Optional[str], opt("--decomposition", help=HELP["decomposition"])] = None,
     no_retrieval: Annotated[bool, opt("--no-retrieval", help=HELP["no_retrieval"], show_default=True)] = False,
     as_json: JsonOpt = False,
@@ -62,20 +63,26 @@ def ask_command(
     chat_template: ChatTemplateOpt = None,
     apply_chat_template: ApplyChatTemplateOpt = False,
     prefill: PrefillOpt = True,
+    method: c.MethodOpt = None,
+    prompt: c.PromptOpt = None,
+    answer_rule: c.AnswerRuleOpt = None,
+    samples: c.SamplesOpt = None,
+    set: c.SetOpt = None,
 ) -> None:
-    """Answer a yes/no question with a preset's reader (default facts) and show the evidence."""
+    """Answer a yes/no question with a preset's reader (default facts) or a --method, and show the evidence."""
     from sqa.api.ask import ask_question, check_ask
     from sqa.api.reader import Reader
     from sqa.render.answers import answer_tree
 
-    chosen = choose_preset(preset, reader, False if no_retrieval else None, None, for_ask=True)
-    check_ask(question, k, chosen.reader, decomposition, steps, head)
+    by_method = c.method_kwargs(locals())
+    chosen = None if by_method else choose_preset(preset, reader, False if no_retrieval else None, None, for_ask=True)
+    check_ask(question, k or 10, chosen.reader if chosen else "method", decomposition, steps, head)
     served = served_options(base_url, api, allow_model_alias)
     if chat_template is not None:
         from sqa.models.chat import check_template_file
 
         check_template_file(chat_template)  # a missing or broken file is one line before the model loads
-    facts = chosen.reader == "facts"
+    facts = chosen is not None and chosen.reader == "facts"
     r = Reader(
         chosen,
         model,
@@ -87,6 +94,7 @@ def ask_command(
         apply_chat_template=apply_chat_template,
         prefill=prefill,
         backend=backend,
+        **by_method,
     )
     err = Console(stderr=True)
     asked = ask_question(
@@ -101,4 +109,4 @@ def ask_command(
     if as_json:
         typer.echo(asked.json_text())
     else:
-        Console().print(answer_tree(asked, retrieval=chosen.retrieval))
+        Console().print(answer_tree(asked, retrieval=r.preset.retrieval))

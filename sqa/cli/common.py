@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from sqa.methods.registry import METHODS
+from sqa.methods.settings import reader_kwargs as method_kwargs  # noqa: F401  (--method and its settings)
 from sqa.paths import default_index_dir
 from sqa.presets import preset_from_flags as choose_preset  # noqa: F401  (the flags' preset)
 
@@ -20,6 +22,13 @@ HELP = {
     "chat_template": "A Jinja chat template file (or a tokenizer_config.json holding one) that renders the steps reader's chat prompts instead of the model's own (a .gguf file's tokenizer.chat_template, else ChatML); in-process models only.",
     "apply_chat_template": "The facts reader reads its prompts in the model's own chat template (one user turn), as a model served over --api chat does; answered by a head fitted on that form, else zero-shot.",
     "prefill": "The steps reader continues its transcript in the open assistant message (--prefill, where the model can), or reads it in turns, each answer a new message asked for by a user turn (--no-prefill), as it reads a chat server that cannot continue a message (llama-cpp-python's); to compare in-process with such a server.",
+    "method": "A method instead of a preset (docs/methods.md): "
+    + ", ".join(METHODS)
+    + ", or module:Class for your own; eval takes several, comma-separated, compared on the same questions.",
+    "prompt": "With --method: the method's prompt variant (docs/methods.md; the first listed there is the default).",
+    "answer_rule": "With --method: answer-is (first yes/no after 'the answer is'), answer-is-else-no (DRAGIN's) or forced (P(yes) after 'So the answer is').",
+    "samples": "With --method: sampled chains of thought of self-consistency (default 5).",
+    "set": "With --method: another setting as KEY=VALUE (temperature, iterations (T), theta, max_steps, max_tokens, seed); repeatable.",
     "preset": "A shipped reader configuration (sqa/presets.py): facts (default), no-retrieval, oracle-facts, oracle-paragraphs, steps. --reader/--no-retrieval/--oracle map onto these.",
 }
 
@@ -39,6 +48,11 @@ ChatTemplateOpt = Annotated[Optional[Path], opt("--chat-template", key="chat_tem
 ApplyChatTemplateOpt = Annotated[bool, opt("--apply-chat-template", key="apply_chat_template", show_default=True)]
 PrefillOpt = Annotated[bool, opt("--prefill/--no-prefill", key="prefill", show_default=True)]
 PresetOpt = Annotated[Optional[str], opt("--preset", key="preset")]
+MethodOpt = Annotated[Optional[str], opt("--method", key="method")]
+PromptOpt = Annotated[Optional[str], opt("--prompt", key="prompt")]
+AnswerRuleOpt = Annotated[Optional[str], opt("--answer-rule", key="answer_rule")]
+SamplesOpt = Annotated[Optional[int], opt("--samples", key="samples")]
+SetOpt = Annotated[Optional[list[str]], opt("--set", key="set")]
 JsonOpt = Annotated[bool, opt("--json", help="Print the result as one JSON object.", show_default=True)]
 
 

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from sqa.cli import app
+from sqa.cli import common as c
 from sqa.cli.common import (
     AliasOpt,
     ApiOpt,
@@ -51,7 +52,7 @@ HELP = {
     "dataset": "Evaluate any question file in StrategyQA's format (.json list, .jsonl, or a local `datasets` directory) instead of --split; Recall@10/SARI only where annotated.",
     "features_cache": "A features file (JSON lines of the facts reader's records) made with the same model and settings: questions in it are not read again.",
     "model": "Model name, .gguf path, openai:NAME (served, see --base-url) or Hugging Face checkpoint (default: qwen2.5-coder-1.5b).",
-    "k": "Paragraphs retrieved per step (top-k).",
+    "k": "Paragraphs retrieved per step (top-k; default 10, a --method's own default otherwise).",
     "batch_size": "Questions per reader.answer_batch call (GPU: run in lockstep). Each answered question is fsync'd to traces.jsonl at once.",
     "folds": "Cross-fitting folds for few-shot examples on train / train-2061 / all.",
     "retrieval": "--no-retrieval: the same model and prompts without evidence (preset no-retrieval).",
@@ -82,7 +83,7 @@ def eval_command(
     dataset: Annotated[P, opt("--dataset", help=HELP["dataset"])] = None,
     features_cache: Annotated[P, opt("--features-cache", help=HELP["features_cache"])] = None,
     model: Annotated[Str, opt("--model", help=HELP["model"])] = None,
-    k: Annotated[int, opt("-k", "--k", help=HELP["k"], show_default=True)] = 10,
+    k: Annotated[Optional[int], opt("-k", "--k", help=HELP["k"])] = None,
     batch_size: Annotated[int, opt("--batch-size", help=HELP["batch_size"], show_default=True)] = 32,
     folds: Annotated[int, opt("--folds", help=HELP["folds"], show_default=True)] = 5,
     retrieval: Annotated[Optional[bool], opt("--retrieval/--no-retrieval", help=HELP["retrieval"])] = None,
@@ -97,13 +98,18 @@ def eval_command(
     apply_chat_template: ApplyChatTemplateOpt = False,
     prefill: PrefillOpt = True,
     answering: Annotated[str, opt("--answering", help=HELP["answering"], show_default=True)] = "auto",
+    method: c.MethodOpt = None,
+    prompt: c.PromptOpt = None,
+    answer_rule: c.AnswerRuleOpt = None,
+    samples: c.SamplesOpt = None,
+    set: c.SetOpt = None,
 ) -> None:
     """Run a preset (default facts: retrieve, select facts, read, trained answer head) over a split into --out;
     several (--preset facts,no-retrieval,steps) run on the same questions into sibling folders and are compared."""
     params = {name: value for name, value in locals().items() if name != "ctx"}  # every option, for eval_one
     if ctx.invoked_subcommand is not None:
         return
-    if preset and "," in preset:
+    if (preset and "," in preset) or (method and "," in method):
         from sqa.cli.eval_presets import eval_presets
 
         return eval_presets(params)
@@ -120,7 +126,8 @@ def eval_one(params: dict, lm=None) -> None:
     from sqa.render.tables import run_line, run_table
 
     o = params
-    chosen = choose_preset(o["preset"], o["reader"], o["retrieval"], o["oracle"])
+    by_method = c.method_kwargs(o)
+    chosen = None if by_method else choose_preset(o["preset"], o["reader"], o["retrieval"], o["oracle"])
     split, dataset = o["split"], o["dataset"]
     if dataset is not None and split is not None:
         raise SqaError(f"give either --split {split} or --dataset {dataset}, not both")
@@ -135,6 +142,7 @@ def eval_one(params: dict, lm=None) -> None:
         apply_chat_template=o["apply_chat_template"],
         prefill=o["prefill"],
         backend=o["backend"],
+        **by_method,
     )
     console = Console(stderr=True)
     with EvalProgress(console, split or o["protocol"] or ("custom" if dataset else "dev")) as progress:

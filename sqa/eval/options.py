@@ -9,14 +9,14 @@ them onto today's identity, and :meth:`EvalOptions.from_dict` reads their option
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 
 from sqa.steps.reader import DECISION as STEPS_DECISION
 from sqa.strategyqa import SPLITS, load_questions
 from sqa.types import MAX_K, ORACLES, Question, SqaError
 
 DECOMPOSITIONS = ("predicted", "gold", "question")
-READERS = ("facts", "steps")
+READERS = ("facts", "steps", "method")  # "method": a sqa.methods method (EvalOptions.method)
 DEFAULT_FOLDS = 5
 # STEPS_DECISION: how the steps reader makes its final answer (fixed; sqa.steps.reader). It is
 # recorded in the identity of steps runs, so a run recorded with another decision is refused, not mixed.
@@ -54,6 +54,8 @@ class EvalOptions:
     chat_template: str = ""  # "" (the model's own) or check_template_file's "file:<name>:<sha256 12 hex>"
     prompt_form: str = "text"  # the facts reader's prompt form, "text" | "chat" (sqa.facts.prompt)
     prefill: bool = True  # the steps reader's transcript: continued (True) or read in turns (--no-prefill)
+    method: str = ""  # reader "method": the method's name or module:Class (sqa.methods.registry.method_spec)
+    method_settings: dict = field(default_factory=dict)  # its resolved MethodSettings (every value it read)
 
     IDENTITY = (
         "split",
@@ -70,6 +72,8 @@ class EvalOptions:
         "chat_template",
         "prompt_form",
         "prefill",
+        "method",
+        "method_settings",
     )
 
     def __post_init__(self):
@@ -107,6 +111,10 @@ class EvalOptions:
                 f"--decomposition {self.decomposition}: the facts reader retrieves for the whole question; "
                 "use --decomposition question, or --reader steps"
             )
+        if (self.reader == "method") != bool(self.method):
+            raise SqaError("reader 'method' goes with a method (--method NAME), and a method with reader 'method'")
+        if self.reader == "method" and self.decomposition != "question":
+            raise SqaError(f"--decomposition {self.decomposition}: a method makes its own steps; leave it out")
         if self.limit is not None and self.limit < 1:
             raise SqaError(f"--limit must be at least 1 (got {self.limit})")
 
@@ -119,12 +127,12 @@ class EvalOptions:
     @property
     def answering(self) -> str:
         """How the answers were made (run.json's vocabulary): "zero-shot" (the model's own,
-        uncalibrated P(yes): the steps reader, or the facts reader without a head, whose ``head``
+        uncalibrated P(yes): the steps reader or a method, or the facts reader without a head, whose ``head``
         is "zero-shot:<kind>"), "out-of-fold" (train / train-2061 / all: heads fitted on the other
         folds), "cross-fitted" (dev, test or a dataset answered out-of-fold together with the
         questions a head was fitted on, each fold fitted with the others' labels: a cross-validated
         figure, issue 41 item 8) or "head" (one held-out answer head)."""
-        if self.reader == "steps" or self.head.startswith("zero-shot"):
+        if self.reader in ("steps", "method") or self.head.startswith("zero-shot"):
             return "zero-shot"
         if self.head.startswith("out-of-fold"):  # train splits out-of-fold; others with a head's fitted questions
             return "out-of-fold" if self.split in ("train", "train-2061", "all") else "cross-fitted"
@@ -163,7 +171,9 @@ def legacy_default(key: str):
     if key in LEGACY_DEFAULTS:
         return LEGACY_DEFAULTS[key]
     f = EvalOptions.__dataclass_fields__.get(key)
-    return f.default if f is not None else None
+    if f is None:
+        return None
+    return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
 def legacy_identity(old: dict) -> dict:

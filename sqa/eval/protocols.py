@@ -9,22 +9,26 @@ protocol is never answered by a head fitted on its own questions. Sources: docs/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqa.types import SqaError
 
 
 @dataclass(frozen=True)
 class Protocol:
-    """One named question set: the first ``n`` questions of ``split`` (all when None)."""
+    """One named question set: the first ``n`` questions of ``split`` (all when None), and for a
+    paper's protocol the method ``settings`` it pins (``sqa.methods.MethodSettings`` fields: each
+    applies to a method that reads it; a different value given by the user is refused)."""
 
     name: str
     split: str
     n: int | None
     summary: str
+    settings: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"protocol": self.name, "split": self.split, "questions": self.n, "summary": self.summary}
+        d = {"protocol": self.name, "split": self.split, "questions": self.n, "summary": self.summary}
+        return {**d, "settings": dict(self.settings)} if self.settings else d
 
 
 PROTOCOLS: dict[str, Protocol] = {
@@ -40,6 +44,21 @@ PROTOCOLS: dict[str, Protocol] = {
         Protocol("train-first-500", "train", 500, "the first 500 questions of the train file"),
         Protocol("train-first-1000", "train", 1000, "the first 1,000 questions of the train file"),
         Protocol("train-2290", "train", None, "all 2,290 questions of the train file"),
+        Protocol(
+            "dragin-1000",
+            "train",
+            1000,
+            "DRAGIN (Su et al. 2024): the first 1,000 train questions, DRAGIN's CoT wording, its answer rule "
+            "(yes if the words after 'the answer is' start with yes, else no), top-3 paragraphs",
+            {"prompt": "dragin", "answer_rule": "answer-is-else-no", "k": 3},
+        ),
+        Protocol(
+            "shao-500",
+            "train",
+            500,
+            "Iter-RetGen (Shao et al. 2023): the first 500 train questions, k = 5 paragraphs, T = 2 iterations",
+            {"k": 5, "iterations": 2},
+        ),
     )
 }
 
@@ -66,6 +85,8 @@ def protocol_of(split: str, n_questions: int) -> str:
     if split not in SPLITS:
         return ""
     for p in PROTOCOLS.values():
+        if p.settings:  # a paper's whole setting is named only when asked for
+            continue
         if p.split == split and n_questions == (p.n or len(load_questions(split))):
             return p.name
     return ""

@@ -170,6 +170,7 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
             if metrics.get("yes_no_unread")
             else []
         ),
+        *method_lines(metrics.get("method")),
         "",
     ]
     if metrics.get("signals"):
@@ -382,4 +383,19 @@ def _demonstrations_lines(d: dict | None) -> list[str]:
         f"{head}; accuracy without them {w['Accuracy']:.3f} "
         f"(n={w['n']}{f', 95 % interval {ci[0]:.3f}–{ci[1]:.3f}' if ci else ''}).",
         "",
+    ]
+
+
+def method_lines(method: dict | None) -> list[str]:
+    """report.md's rows of a method's run (``metrics.json`` ``method``): its answer rule, the
+    outputs no rule could read, and the cost per question; [] for the readers."""
+    if not method:
+        return []
+    cost = method["cost_per_question"]
+    shown = ", ".join(f"{_fmt(cost[k], 1)} {k.replace('_', ' ')}" for k in cost if cost[k] is not None)
+    return [
+        f"| method, answer rule | {method['name']}, {method['answer_rule']} |",
+        f"| outputs no answer rule could read | {method['unread_outputs']} ({method['unread_questions']} "
+        "questions answered by the rule's fallback) |",
+        f"| cost per question | {shown} |",
     ]

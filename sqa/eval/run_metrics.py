@@ -286,7 +286,36 @@ def compute_metrics(
         "phase_seconds_mean": {k: sum(v) / len(v) for k, v in sorted(phases.items())},
         **({"yes_no_unread": unread} if unread else {}),
         **({"demonstrations": demos} if demos else {}),
+        **({"method": method} if (method := method_summary(done, questions)) else {}),
         "written_at": now(),
+    }
+
+
+COST_KEYS = ("calls", "generations", "p_yes_reads", "prompt_tokens", "generated_tokens", "retrievals", "seconds")
+
+
+def method_summary(done: dict[str, dict], questions: Sequence[Question]) -> dict | None:
+    """For a method's run (``sqa.methods``): its name and answer rule, how many outputs no rule
+    could read (``unread_outputs``; questions answered by the ``forced`` fallback or scored by the
+    rule's default: ``unread_questions``), and the mean cost per question (calls, continuations,
+    P(yes) read-outs, prompt and generated tokens, retrievals, seconds; a token mean is None when
+    the model did not count tokens). None when no record is a method's."""
+    recs = [done[q.qid]["method"] for q in questions if q.qid in done and isinstance(done[q.qid].get("method"), dict)]
+    if not recs:
+        return None
+    per_question = {}
+    for key in COST_KEYS:
+        values = [r.get("cost", {}).get(key) for r in recs]
+        per_question[key] = None if any(v is None for v in values) else round(sum(values) / len(values), 4)
+    return {
+        "name": recs[0].get("name"),
+        "answer_rule": recs[0].get("answer_rule"),
+        "questions": len(recs),
+        "unread_outputs": sum(int(r.get("unread_outputs", 0)) for r in recs),
+        "unread_questions": sum(1 for r in recs if not r.get("read", True)),
+        "cost_per_question": per_question,
+        "note": "cost counted by the method's toolbox (sqa.methods.toolbox): calls to the model (n samples in one "
+        "request count once), prompt tokens as sent (cached prefixes included), retrievals = searches",
     }
 
 

@@ -43,6 +43,8 @@ def answer_tree(asked, retrieval: bool = True) -> Tree:
         _facts(tree, asked, retrieval)
     else:
         _steps(tree, asked)
+    if r.method:
+        _method(tree, r.method)
     color = "green" if r.answer else "red"
     tree.add(
         f"[bold {color}]{'Yes' if r.answer else 'No'}[/bold {color}]  P(yes)={r.p_yes:.2f}{_how(asked)}  "
@@ -51,8 +53,26 @@ def answer_tree(asked, retrieval: bool = True) -> Tree:
     return tree
 
 
+def _method(tree: Tree, m: dict) -> None:
+    """A method's reasoning (its final generation) and, per sampled path, its vote."""
+    if m.get("text"):
+        tree.add(f"[cyan]reasoning[/cyan] {escape(' '.join(m['text'].split()))}")
+    if m.get("votes"):
+        votes = ["yes" if v else "no" if v is not None else "unread" for v in m["votes"]]
+        tree.add(f"[cyan]votes[/cyan] {', '.join(votes)}")
+
+
 def _how(asked) -> str:
     r = asked.result
+    if r.method:  # the method's answer rule and what the question cost
+        c = r.method.get("cost", {})
+        tokens = c.get("generated_tokens")
+        read = "" if r.method.get("read", True) else ", no answer in the text: read by the rule's fallback"
+        return (
+            f"  [dim](method {escape(r.method['name'])}, rule {escape(r.method['answer_rule'])}{read}; "
+            f"{c.get('calls', 0)} calls, {'?' if tokens is None else tokens} tokens generated, "
+            f"{c.get('retrievals', 0)} retrievals)[/dim]"
+        )
     own = ", ".join(f"{n} {p:.2f}" for n, p in r.signals.items())
     if not asked.facts_reader:  # the P(yes) readings averaged in log-odds (sqa.steps.reader.DECISION)
         return f"  [dim](the model's own, uncalibrated: {own})[/dim]"

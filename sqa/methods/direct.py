@@ -1,0 +1,21 @@
+"""``direct``: standard few-shot prompting (Wei et al. 2022's "standard prompting" baseline: the
+same six StrategyQA exemplars with their answers and no chain of thought), the answer read as
+P(yes) from the next token after "A:" (no generation, no answer head)."""
+
+from __future__ import annotations
+
+from sqa.methods import prompts as P
+from sqa.methods.base import Method, MethodOutput, cite
+
+
+class Direct(Method):
+    """Few-shot question -> answer, read from the first answer token (see the module doc)."""
+
+    name = "direct"
+    source = "Wei et al. 2022, standard prompting baseline with the Table 25 exemplars; " + cite(P.COT_SOURCE)
+    needs = ("p_yes",)
+    defaults = {}
+
+    def answer(self, question, tools):
+        p = tools.p_yes(P.direct_prompt(question))
+        return MethodOutput(p >= 0.5, p, True)

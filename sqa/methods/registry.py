@@ -1,0 +1,114 @@
+"""The shipped methods by name, loading a method of your own (``module:Class``), and checking
+that a model and an index give what a method needs.
+
+Add a method: its own module under ``sqa/methods/`` and one line in :data:`METHODS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+from sqa.types import BadInput
+
+METHODS: dict[str, str] = {
+    "direct": "sqa.methods.direct:Direct",
+    "cot": "sqa.methods.cot:CoT",
+    "sc": "sqa.methods.cot:SelfConsistency",
+    "self-ask": "sqa.methods.self_ask:SelfAsk",
+    "rag": "sqa.methods.rag:SingleRAG",
+    "iter-retgen": "sqa.methods.rag:IterRetGen",
+    "ircot": "sqa.methods.rag:IRCoT",
+    "flare": "sqa.methods.flare:Flare",
+    "dragin": "sqa.methods.flare:Dragin",
+    "facts": "sqa.methods.presets:Facts",
+    "steps": "sqa.methods.presets:Steps",
+}
+
+
+def method_names() -> list[str]:
+    """The shipped methods' names, in :data:`METHODS` order."""
+    return list(METHODS)
+
+
+def load_method(spec):
+    """A :class:`sqa.methods.base.Method` instance for ``spec``: a shipped name, ``module:Class``
+    (imported with the current directory on the path, as ``python -m`` would), a Method subclass,
+    or an instance (returned as it is). Raises BadInput naming what could not be found."""
+    from sqa.methods.base import Method
+
+    if isinstance(spec, Method):
+        return spec
+    if isinstance(spec, type) and issubclass(spec, Method):
+        return spec()
+    if not isinstance(spec, str) or not spec.strip():
+        raise BadInput(f"method: a name ({', '.join(METHODS)}), module:Class, or a sqa Method (got {spec!r})")
+    target = METHODS.get(spec, spec)
+    if ":" not in target:
+        raise BadInput(f"unknown method {spec!r}; use one of {', '.join(METHODS)}, or module:Class for your own")
+    module, _, cls_name = target.partition(":")
+    cwd = str(Path.cwd())
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise BadInput(f"method {spec!r}: cannot import module {module!r} ({e})") from None
+    finally:
+        if added:
+            sys.path.remove(cwd)
+    cls = getattr(mod, cls_name, None)  # a user's module: its attribute is what we check
+    if not (isinstance(cls, type) and issubclass(cls, Method)):
+        raise BadInput(f"method {spec!r}: {module}.{cls_name} is not a subclass of sqa.methods.Method")
+    method = cls()
+    if not method.name:
+        raise BadInput(f"method {spec!r}: {cls_name} has no `name`")
+    return method
+
+
+def method_spec(method) -> str:
+    """How a run records its method: the shipped name, else ``module:Class``."""
+    cls = type(method)
+    target = f"{cls.__module__}:{cls.__qualname__}"
+    return method.name if METHODS.get(method.name) == target else target
+
+
+def check_needs(method, model=None, has_index: bool | None = None) -> None:
+    """Raise BadInput (one line) when ``model`` (a loaded ``LanguageModel``) or the run's index
+    (``has_index``) lacks what ``method`` needs: sampling, per-token logprobs of generated text,
+    attention weights, next-token yes/no read-outs or a search index."""
+    from sqa.methods.base import NEEDS
+
+    for need in method.needs:
+        if need not in NEEDS:
+            raise BadInput(f"method {method.name}: unknown need {need!r}; use {', '.join(NEEDS)}")
+    if has_index is False and "search" in method.needs:
+        raise BadInput(f"--method {method.name} searches an index; give --index-dir (or build one: sqa index)")
+    if model is None:
+        return
+    caps = model.capabilities
+    what = {
+        "sampling": (caps.sampling, "sampling (temperature and seed)"),
+        "token_logprobs": (caps.token_logprobs, "the log-probability of every generated token"),
+        "attention": (caps.attention, "attention weights (a Hugging Face reader)"),
+    }
+    for need in method.needs:
+        if need in what and not what[need][0]:
+            raise BadInput(
+                f"--method {method.name} needs {what[need][1]}, which {model.name} does not give "
+                f"({caps.endpoint}{', ' + caps.readout if caps.endpoint != 'in-process' else ''}); "
+                "use a reader that does (see docs/methods.md)"
+            )
+
+
+def method_preset(method):
+    """The ``sqa.presets.Preset`` a method runs as: ``facts`` and ``steps`` their own presets
+    (unchanged); any other method an unnamed preset of reader ``method`` that retrieves when the
+    method searches, recorded by :func:`method_spec`."""
+    from sqa.presets import Preset, get_preset
+
+    if method.preset:
+        return get_preset(method.preset)
+    return Preset(method.name, "method", retrieval=method.retrieves, summary=method.source, method=method_spec(method))
