@@ -251,6 +251,19 @@ class ChatPrompt:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """One generated continuation (``LanguageModel.complete``): ``text`` (cut before the first stop
+    string), the generated token pieces and the natural-log probability of each under the model's
+    own (untempered) next-token distribution (empty unless logprobs were asked). ``tokens`` cover
+    the tokens that ``text`` is made of: a token holding the start of a stop string is kept when
+    some of its text precedes the stop string, and end-of-generation tokens are left out."""
+
+    text: str
+    tokens: tuple[str, ...] = ()
+    logprobs: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
 class ModelCapabilities:
     """What a :class:`LanguageModel` can do, declared by the model (never probed): readers ask for
     what they need and record what they got in every answer and run (``run.json``'s ``model``).
@@ -272,6 +285,10 @@ class ModelCapabilities:
     - ``prefix_cache``: ``warm_prefixes(texts, cache_dir)`` keeps prompt heads' KV cache on disk.
     - ``concurrency``: how many requests the model serves at once (a served model's slots over all
       its servers; 1 in-process): the steps reader then answers that many questions at once.
+    - ``sampling``: ``complete`` samples (``temperature`` > 0 with a ``seed``, ``n`` continuations
+      per prompt); False: greedy only, one continuation.
+    - ``token_logprobs``: ``complete(..., logprobs=True)`` gives per-token logprobs of the generated
+      text (a served model declares it and fails at the first use where its server gives none).
     """
 
     hidden_states: bool = False
@@ -283,6 +300,8 @@ class ModelCapabilities:
     prefill: bool = True
     prefix_cache: bool = False
     concurrency: int = 1
+    sampling: bool = False
+    token_logprobs: bool = False
 
     def to_dict(self) -> dict:
         """A JSON-serialisable dict of every field (recorded in ``run.json`` and ``sqa ask --json``)."""
@@ -334,6 +353,27 @@ class LanguageModel(Protocol):
 
     def warm_prefixes(self, texts: Sequence[str], cache_dir) -> list[str]:
         """Keep the KV cache of fixed prompt heads in ``cache_dir`` when ``capabilities.prefix_cache``."""
+        ...
+
+    def complete(
+        self,
+        prompts: Sequence[Prompt],
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        *,
+        temperature: float = 0.0,
+        seed: int = 0,
+        n: int = 1,
+        logprobs: bool = False,
+    ) -> list[list[Generation]]:
+        """``n`` continuations (:class:`Generation`) per prompt, at most ``max_tokens`` tokens each,
+        cut before the first stop string: greedy at ``temperature`` 0, else sampled with ``seed``
+        (``capabilities.sampling``); per-token logprobs when ``logprobs``
+        (``capabilities.token_logprobs``). SqaError (one line) for what the model cannot do."""
+        ...
+
+    def usage(self) -> dict | None:
+        """Cumulative ``{"prompt_tokens", "completion_tokens"}`` of this model object, None when unknown."""
         ...
 
 
