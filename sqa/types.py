@@ -251,6 +251,19 @@ class ChatPrompt:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """One generated continuation (``LanguageModel.complete``): ``text`` (cut before the first stop
+    string), the generated token pieces and the natural-log probability of each under the model's
+    own (untempered) next-token distribution (empty unless logprobs were asked). ``tokens`` cover
+    the tokens that ``text`` is made of: a token holding the start of a stop string is kept when
+    some of its text precedes the stop string, and end-of-generation tokens are left out."""
+
+    text: str
+    tokens: tuple[str, ...] = ()
+    logprobs: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
 class ModelCapabilities:
     """What a :class:`LanguageModel` can do, declared by the model (never probed): readers ask for
     what they need and record what they got in every answer and run (``run.json``'s ``model``).
@@ -272,9 +285,11 @@ class ModelCapabilities:
     - ``prefix_cache``: ``warm_prefixes(texts, cache_dir)`` keeps prompt heads' KV cache on disk.
     - ``concurrency``: how many requests the model serves at once (a served model's slots over all
       its servers; 1 in-process): the steps reader then answers that many questions at once.
-    - ``sampling``: ``complete`` samples at a temperature with a seed; ``token_logprobs``: it gives
-      the log-probability of every generated token; ``attention``: it gives attention weights
-      (what ``sqa.methods`` DRAGIN reads; no runtime does yet).
+    - ``sampling``: ``complete`` samples (``temperature`` > 0 with a ``seed``, ``n`` continuations
+      per prompt); False: greedy only, one continuation.
+    - ``token_logprobs``: ``complete(..., logprobs=True)`` gives per-token logprobs of the generated
+      text (a served model declares it and fails at the first use where its server gives none).
+    - ``attention``: it gives attention weights (what ``sqa.methods`` DRAGIN reads; no runtime does yet).
     """
 
     hidden_states: bool = False
@@ -295,16 +310,6 @@ class ModelCapabilities:
         from dataclasses import asdict
 
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One generated continuation: text (cut before the first stop string), the generated token
-    pieces and the natural-log probability of each (empty unless logprobs were asked)."""
-
-    text: str
-    tokens: tuple[str, ...] = ()
-    logprobs: tuple[float, ...] = ()
 
 
 # A plain string is raw text (a completion prompt, fed to the model as is, no template); a
@@ -350,6 +355,27 @@ class LanguageModel(Protocol):
 
     def warm_prefixes(self, texts: Sequence[str], cache_dir) -> list[str]:
         """Keep the KV cache of fixed prompt heads in ``cache_dir`` when ``capabilities.prefix_cache``."""
+        ...
+
+    def complete(
+        self,
+        prompts: Sequence[Prompt],
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        *,
+        temperature: float = 0.0,
+        seed: int = 0,
+        n: int = 1,
+        logprobs: bool = False,
+    ) -> list[list[Generation]]:
+        """``n`` continuations (:class:`Generation`) per prompt, at most ``max_tokens`` tokens each,
+        cut before the first stop string: greedy at ``temperature`` 0, else sampled with ``seed``
+        (``capabilities.sampling``); per-token logprobs when ``logprobs``
+        (``capabilities.token_logprobs``). SqaError (one line) for what the model cannot do."""
+        ...
+
+    def usage(self) -> dict | None:
+        """Cumulative ``{"prompt_tokens", "completion_tokens"}`` of this model object, None when unknown."""
         ...
 
 

@@ -381,7 +381,10 @@ class StandIn:
     - ``bad``: None, "null" / "nan" / "inf" / "absurd" (that value in place of the Yes logprob),
       "malformed" (a body that is not JSON), "cut" (a body shorter than its Content-Length);
     - ``answer_as``: the ``model`` field of answers (default: the model asked for); ``key``: a key
-      the server wants (401 otherwise); ``latency``/``serial``: seconds per answer, one at a time.
+      the server wants (401 otherwise); ``latency``/``serial``: seconds per answer, one at a time;
+    - ``n_choices``: "honour" (``n`` choices, as vLLM), "ignore" (one choice, as llama.cpp's
+      server) or "refuse" (400 for ``n`` > 1). A request with ``temperature`` > 0 is "sampled": choice
+      i of a request with ``seed`` s gets one more token, `` s{s}.{i}``.
 
     Records ``requests`` (path, body; POSTs), counts ``gets`` and counts ``question_requests`` (those whose prompt holds
     ``Question:`` but is none of sqa's load-time probes). P(yes) is a deterministic function of the
@@ -399,7 +402,7 @@ class StandIn:
 
         self.model, self.completions, self.chat, self.prefill, self.bad = model, "ok", "ok", "continue", None
         self.honor_no_thinking, self.strict, self.answer_as, self.key = False, False, None, None
-        self.latency, self.serial, self.user_pass = 0.0, False, None
+        self.latency, self.serial, self.user_pass, self.n_choices = 0.0, False, None, "honour"
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
         self.gets = 0  # GET requests (/v1/models)
@@ -469,6 +472,8 @@ class StandIn:
                     )
                 if req.get("model") != outer.model:
                     return self._send(404, {"error": {"message": f"model {req.get('model')!r} not found"}})
+                if int(req.get("n") or 1) > 1 and outer.n_choices == "refuse":
+                    return self._send(400, {"error": {"message": "n > 1 is not supported"}})
                 if kind == "chat" and req.get("continue_final_message") and outer.strict:
                     return self._send(400, {"error": {"message": "unknown field continue_final_message"}})
                 if outer.serial:
@@ -538,24 +543,45 @@ class StandIn:
         else:
             best = max(top, key=lambda k: top[k] if isinstance(top[k], float) and _math.isfinite(top[k]) else -9)
             tokens = [(best, top), (" because", {" because": -0.5})]
+        k = int(req.get("n") or 1) if self.n_choices == "honour" else 1
+        if kind == "completions" and mode == "llama-server":
+            tokens = tokens[: max(int(req.get("max_tokens") or 16), 1)]
+            out = "".join(t for t, _ in tokens)
+            return llama_server_completion(req, tokens, out, req.get("logprobs"), len(text) // 4)
+        made = [self._choice(kind, req, mode, tokens, i) for i in range(k)]
+        return {
+            "id": "x-1",
+            "object": "text_completion" if kind == "completions" else "chat.completion",
+            "created": 0,
+            "model": self.answer_as or req.get("model"),
+            "choices": [c for c, _ in made],
+            "usage": {
+                "prompt_tokens": len(text) // 4,
+                "completion_tokens": sum(m for _, m in made),
+                "total_tokens": len(text) // 4 + sum(m for _, m in made),
+            },
+        }
+
+    def _choice(self, kind: str, req: dict, mode: str, tokens: list, i: int) -> tuple[dict, int]:
+        """Choice ``i`` of an answer (a sampled request gets one more token) and its token count."""
+        if float(req.get("temperature") or 0) > 0:
+            s = f" s{req.get('seed')}.{i}"
+            tokens = tokens + [(s, {s: -1.5})]
         tokens = tokens[: max(int(req.get("max_tokens") or 16), 1)]
         out = "".join(t for t, _ in tokens)
         want = req.get("logprobs") and mode != "no-logprobs"
-        if kind == "completions" and mode == "llama-server":
-            return llama_server_completion(req, tokens, out, want, len(text) // 4)
         if kind == "completions":
             lp = (
                 {
                     "tokens": [t for t, _ in tokens],
-                    "token_logprobs": [None for _ in tokens],
+                    "token_logprobs": [d.get(t) for t, d in tokens],
                     "top_logprobs": [d for _, d in tokens],
                     "text_offset": [0] * len(tokens),
                 }
                 if want
                 else None
             )
-            choice = {"text": out, "index": 0, "logprobs": lp, "finish_reason": "length"}
-            obj = "text_completion"
+            choice = {"text": out, "index": i, "logprobs": lp, "finish_reason": "length"}
         else:
             lp = (
                 {
@@ -572,24 +598,12 @@ class StandIn:
                 else None
             )
             choice = {
-                "index": 0,
+                "index": i,
                 "message": {"role": "assistant", "content": out},
                 "logprobs": lp,
                 "finish_reason": "length",
             }
-            obj = "chat.completion"
-        return {
-            "id": "x-1",
-            "object": obj,
-            "created": 0,
-            "model": self.answer_as or req.get("model"),
-            "choices": [choice],
-            "usage": {
-                "prompt_tokens": len(text) // 4,
-                "completion_tokens": len(tokens),
-                "total_tokens": len(text) // 4 + len(tokens),
-            },
-        }
+        return choice, len(tokens)
 
     def close(self) -> None:
         if getattr(self, "_closed", False):

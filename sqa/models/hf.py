@@ -17,10 +17,10 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from sqa.models.base import ModelBase
+from sqa.models.base import ModelBase, check_complete_args, cut_at_stop, tokens_of_text
 from sqa.models.llamacpp import NO_WORDS, YES_WORDS
 from sqa.models.chat import render_chatml
-from sqa.types import BadInput, ChatPrompt, ModelCapabilities, ModelNotFound, Prompt, SqaError
+from sqa.types import BadInput, ChatPrompt, Generation, ModelCapabilities, ModelNotFound, Prompt, SqaError
 
 if TYPE_CHECKING:  # numpy is imported with torch, at use
     import numpy as np
@@ -126,7 +126,10 @@ class HFModel(ModelBase):
             if getattr(self.tokenizer, "chat_template", None)
             else "chatml",
             prefill=True,
+            sampling=True,
+            token_logprobs=True,
         )
+        self._usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -187,7 +190,17 @@ class HFModel(ModelBase):
         enc = self.tokenizer(
             [self.render(p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False
         )
+        self._usage["prompt_tokens"] += int(enc["attention_mask"].sum())
         return {k: v.to(self.device) for k, v in enc.items()}
+
+    def _generated_ids(self, row) -> list[int]:
+        """A generated row's token IDs up to (not including) its first end-of-generation/padding token."""
+        ids = []
+        for t in row.tolist():
+            if t in self._eos or t == self.tokenizer.pad_token_id:
+                break
+            ids.append(t)
+        return ids
 
     def generate(self, prompts: Sequence[Prompt], max_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuation of each prompt (batched), cut before the first stop string."""
@@ -210,10 +223,86 @@ class HFModel(ModelBase):
                 )
             new = gen[:, enc["input_ids"].shape[1] :]
             for row in new:
+                self._usage["completion_tokens"] += len(self._generated_ids(row))
                 text = self.tokenizer.decode(row, skip_special_tokens=True)
                 cut = min((text.find(s) for s in stop if s and s in text), default=-1)
                 out.append(text[:cut] if cut >= 0 else text)
         return out
+
+    def complete(
+        self,
+        prompts: Sequence[Prompt],
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        *,
+        temperature: float = 0.0,
+        seed: int = 0,
+        n: int = 1,
+        logprobs: bool = False,
+    ) -> list[list[Generation]]:
+        """``n`` continuations per prompt (batched like ``generate``).
+
+        ``temperature`` 0: greedy, as ``generate`` (``n`` > 1 gives ``n`` copies). Above 0:
+        ``model.generate(do_sample=True, temperature=..., top_k=0, top_p=1.0,
+        num_return_sequences=n)`` (the whole vocabulary, as OpenAI's defaults) after
+        ``torch.manual_seed(seed)`` for each batch (it sets torch's global generator): the same
+        prompts, batch size, seed and device give the same texts (a prompt's samples depend on the
+        prompts batched with it; CUDA kernels may differ between runs). ``logprobs``: each generated
+        token's log-softmax of the raw logits (``output_logits=True``, the untempered distribution,
+        float64), its piece the token decoded alone. Raises BadInput for temperature < 0 or n < 1."""
+        check_complete_args(self.name, temperature, n)
+        torch = self._torch
+        k = n if temperature > 0 else 1
+        if temperature > 0:
+            mode = dict(do_sample=True, temperature=float(temperature), top_k=0, top_p=1.0, num_return_sequences=k)
+        else:
+            mode = dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+        out: list[list[Generation]] = []
+        for i in range(0, len(prompts), self.batch_size):
+            enc = self._encode(prompts[i : i + self.batch_size])
+            if temperature > 0:
+                torch.manual_seed(int(seed))
+            with torch.inference_mode():
+                gen = self.model.generate(
+                    **enc,
+                    **mode,
+                    max_new_tokens=max_tokens,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    eos_token_id=sorted(self._eos),
+                    stop_strings=list(stop) or None,
+                    tokenizer=self.tokenizer,
+                    return_dict_in_generate=True,
+                    output_logits=bool(logprobs),
+                )
+            new = gen.sequences[:, enc["input_ids"].shape[1] :]
+            chosen = None
+            if logprobs:  # (rows, steps): log-softmax of the raw logits at each step, of the token chosen
+                chosen = torch.stack(
+                    [
+                        torch.log_softmax(step.double(), dim=-1).gather(1, new[:, j : j + 1]).squeeze(1)
+                        for j, step in enumerate(gen.logits)
+                    ],
+                    dim=1,
+                ).cpu()
+            gens = []
+            for r, row in enumerate(new):
+                ids = self._generated_ids(row)
+                self._usage["completion_tokens"] += len(ids)
+                text = cut_at_stop(self.tokenizer.decode(row, skip_special_tokens=True), stop)
+                toks: tuple = ()
+                lps: tuple = ()
+                if chosen is not None:
+                    pieces = [self.tokenizer.decode([t], skip_special_tokens=True) for t in ids]
+                    toks, lps = tokens_of_text(text, pieces, [float(v) for v in chosen[r, : len(ids)]])
+                gens.append(Generation(text, toks, lps))
+            for j in range(0, len(gens), k):
+                out.append(gens[j : j + k] if temperature > 0 else gens[j : j + 1] * n)
+        return out
+
+    def usage(self) -> dict:
+        """``{"prompt_tokens", "completion_tokens"}`` since load: every prompt token read (padding
+        not counted; nothing is cached) and every token generated before an end-of-generation token."""
+        return dict(self._usage)
 
     def yes_probability(self, prompts: Sequence[Prompt]) -> list[float]:
         """P(Yes) / (P(Yes) + P(No)) of the next token (sum over the spellings in

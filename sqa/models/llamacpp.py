@@ -21,10 +21,10 @@ from typing import Sequence
 
 import numpy as np
 
-from sqa.models.base import ModelBase
+from sqa.models.base import ModelBase, check_complete_args
 from sqa.models.chat import gguf_chat_template
 from sqa.models.registry import recheck_after_nonfinite
-from sqa.types import ModelCapabilities, Prompt, SqaError
+from sqa.types import Generation, ModelCapabilities, Prompt, SqaError
 
 YES_WORDS = (" Yes", "Yes", " yes", "yes", " YES")
 NO_WORDS = (" No", "No", " no", "no", " NO")
@@ -115,7 +115,12 @@ class LlamaCppModel(ModelBase):
         self._no_ids = self._first_token_ids(NO_WORDS)
         self.stats = {"prompt_tokens": 0, "cached_tokens": 0, "generated_tokens": 0}
         self.capabilities = ModelCapabilities(
-            hidden_states=True, hidden_size=self.hidden_size, prefix_cache=True, chat_template=self.template.source
+            hidden_states=True,
+            hidden_size=self.hidden_size,
+            prefix_cache=True,
+            chat_template=self.template.source,
+            sampling=True,
+            token_logprobs=True,
         )
 
     # -- tokens -------------------------------------------------------------------------------
@@ -214,22 +219,87 @@ class LlamaCppModel(ModelBase):
         return [self._generate_one(p, max_tokens, stop) for p in prompts]
 
     def _generate_one(self, prompt: Prompt, max_tokens: int, stop: Sequence[str]) -> str:
+        return self._run(prompt, max_tokens, stop, self._greedy, False)[0]
+
+    def complete(
+        self,
+        prompts: Sequence[Prompt],
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        *,
+        temperature: float = 0.0,
+        seed: int = 0,
+        n: int = 1,
+        logprobs: bool = False,
+    ) -> list[list[Generation]]:
+        """``n`` continuations per prompt (one after the other, each reusing the prompt's KV cache).
+
+        ``temperature`` 0: greedy, as ``generate`` (``n`` > 1 gives ``n`` copies of it). Above 0:
+        llama.cpp's sampler chain ``temp(temperature)`` then ``dist(seed)`` over the whole vocabulary
+        (no top-k/top-p cut, as OpenAI's defaults), a fresh chain per continuation with seeds
+        ``seed``, ``seed + 1``, ... : the same prompt, seed and temperature give the same text.
+        ``logprobs``: each generated token's natural-log probability under the model's untempered
+        distribution (log-softmax of the logits row in float64; reading the row costs about 15 ms a
+        token, so only when asked). Raises BadInput for temperature < 0 or n < 1."""
+        check_complete_args(self.name, temperature, n)
+        out: list[list[Generation]] = []
+        for p in prompts:
+            gens: list[Generation] = []
+            for i in range(n if temperature > 0 else 1):
+                sampler = self._greedy if temperature <= 0 else self._sampler(float(temperature), int(seed) + i)
+                text, toks, lps = self._run(p, max_tokens, stop, sampler, logprobs)
+                gens.append(Generation(text, toks, lps))
+            out.append(gens if temperature > 0 else gens * n)
+        return out
+
+    def _sampler(self, temperature: float, seed: int):
+        L = self._L
+        sp = L.LlamaSamplerChainParams()
+        sp.no_perf = True
+        chain = L.LlamaSampler(sp)
+        chain.add_temp(temperature)
+        chain.add_dist(seed & 0xFFFFFFFF)  # llama.cpp's seed is a uint32
+        return chain
+
+    def usage(self) -> dict:
+        """``{"prompt_tokens", "completion_tokens"}`` since load: every prompt token counted, read
+        or found in the KV cache (``stats["cached_tokens"]`` says how many were found); completion
+        tokens are those decoded (the token completing a stop string or ending generation is not)."""
+        return {"prompt_tokens": self.stats["prompt_tokens"], "completion_tokens": self.stats["generated_tokens"]}
+
+    def _run(self, prompt: Prompt, max_tokens: int, stop: Sequence[str], sampler, want_lp: bool):
+        """One continuation with ``sampler``: ``(text, token pieces, logprobs)`` (the last two empty
+        unless ``want_lp``). The slot keeps the prompt and the tokens decoded; the token in which a
+        stop string appears is not decoded."""
         tokens = self.tokenize(self.template.render(prompt))
         slot, pos = self._prepare(tokens)
         out = b""
         text = ""
+        pieces: list[str] = []
+        lps: list[float] = []
         for _ in range(min(max_tokens, self.n_ctx - pos - 1)):
-            tok = int(self._greedy.sample(self.ctx, -1))  # argmax in C (a Python list of logits costs ms)
+            if want_lp:
+                row = np.asarray(self.ctx.get_logits_ith(-1), dtype=np.float64)
+            tok = int(sampler.sample(self.ctx, -1))  # in C (a Python list of logits costs ms)
             if self.vocab.is_eog(tok):
                 break
-            out += self._piece(tok)
+            piece = self._piece(tok)
+            out += piece
+            before = len(text)
             text = out.decode("utf-8", errors="ignore")
+            if want_lp:
+                m = row.max()
+                lps.append(float(row[tok] - m - np.log(np.exp(row - m).sum())))
+                pieces.append(piece.decode("utf-8", errors="replace"))
             cut = min((text.find(s) for s in stop if s and s in text), default=-1)
             if cut >= 0:
                 text = text[:cut]
+                if want_lp and cut <= before:  # nothing of this token's text is kept
+                    pieces.pop()
+                    lps.pop()
                 # the stop string's tokens are not kept in the cache: the slot holds the prompt plus
                 # the tokens generated before this one
-                return text
+                return text, tuple(pieces), tuple(lps)
             nt = self._tuner.pick()
             if nt != self._cur_threads:
                 self.ctx.set_n_threads(nt, self.n_threads)
@@ -240,7 +310,7 @@ class LlamaCppModel(ModelBase):
             self._slots[slot].append(tok)
             pos += 1
             self.stats["generated_tokens"] += 1
-        return text
+        return text, tuple(pieces), tuple(lps)
 
     def yes_probability(self, prompts: Sequence[Prompt]) -> list[float]:
         """P(Yes) / (P(Yes) + P(No)) for the next token after each prompt, where P(Yes) sums the

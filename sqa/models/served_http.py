@@ -151,7 +151,9 @@ class Server:
         try:
             data = fn()
         except (self._openai.OpenAIError, ValueError) as e:
-            raise self.error(e, at_load) from None
+            err = self.error(e, at_load)
+            err.status_code = getattr(e, "status_code", None)  # the HTTP status, for callers that read it
+            raise err from None
         if not isinstance(data, dict):
             raise ServerError(
                 f"the server at {self.shown} answered {path} with a body that is not a JSON object "

@@ -106,13 +106,59 @@ def logprobs_unread(resp, endpoint: str) -> list[str]:
 
 def generated_text(resp, endpoint: str) -> str:
     """The generated text (``choices[0].text`` or ``.message.content``); "" when absent."""
-    c = _choice(resp)
+    return choice_text(_choice(resp), endpoint)
+
+
+def choices(resp) -> list[dict]:
+    """Every choice of a response (``n`` > 1 asks for several), in the order of their ``index``
+    (their order in the list where an index is missing); [] when there are none."""
+    cs = resp.get("choices") if isinstance(resp, dict) else None
+    cs = [c for c in cs if isinstance(c, dict)] if isinstance(cs, list) else []
+    return sorted(cs, key=lambda c: c.get("index") if isinstance(c.get("index"), int) else 1 << 30)
+
+
+def choice_text(c: dict, endpoint: str) -> str:
+    """One choice's generated text (``text``, or ``message.content`` over chat); "" when absent."""
     if endpoint == "chat":
         msg = c.get("message")
         text = msg.get("content") if isinstance(msg, dict) else None
     else:
         text = c.get("text")
     return text if isinstance(text, str) else ""
+
+
+def choice_token_logprobs(c: dict) -> list[tuple[str, float | None]] | None:
+    """``[(token, logprob)]`` of one choice's generated tokens, None when it holds no per-token
+    logprobs. Read from ``logprobs.content[j].token/logprob`` (chat, and llama-server's completions)
+    or ``logprobs.tokens/token_logprobs`` (completions), where a missing ``token_logprobs`` entry is
+    taken from that position's ``top_logprobs`` when it lists the token; a logprob that is not a
+    usable log-probability (see the module doc) is None."""
+    lp = c.get("logprobs")
+    if not isinstance(lp, dict):
+        return None
+    content = lp.get("content")
+    if isinstance(content, list):
+        return [
+            (str(it.get("token")) if isinstance(it.get("token"), str) else "", _logprob(it.get("logprob")))
+            if isinstance(it, dict)
+            else ("", None)
+            for it in content
+        ]
+    tokens = lp.get("tokens")
+    if not isinstance(tokens, list):
+        return None
+    values = lp.get("token_logprobs")
+    values = values if isinstance(values, list) else []
+    tops = lp.get("top_logprobs")
+    tops = tops if isinstance(tops, list) else []
+    out = []
+    for i, t in enumerate(tokens):
+        t = t if isinstance(t, str) else ""
+        v = _logprob(values[i]) if i < len(values) else None
+        if v is None and i < len(tops) and isinstance(tops[i], dict):
+            v = _logprob(tops[i].get(t))
+        out.append((t, v))
+    return out
 
 
 def strip_prefill(text: str, reply: str) -> str:
