@@ -384,7 +384,9 @@ class StandIn:
       the server wants (401 otherwise); ``latency``/``serial``: seconds per answer, one at a time;
     - ``n_choices``: "honour" (``n`` choices, as vLLM), "ignore" (one choice, as llama.cpp's
       server) or "refuse" (400 for ``n`` > 1). A request with ``temperature`` > 0 is "sampled": choice
-      i of a request with ``seed`` s gets one more token, `` s{s}.{i}``.
+      i of a request with ``seed`` s gets one more token, `` s{s}.{i}``;
+    - ``reason``: ``text -> str``, what a generation of more than 8 tokens writes (a chain of
+      thought for the methods), each word one token of log-probability ``reason_logprob(word)``.
 
     Records ``requests`` (path, body; POSTs), counts ``gets`` and counts ``question_requests`` (those whose prompt holds
     ``Question:`` but is none of sqa's load-time probes). P(yes) is a deterministic function of the
@@ -403,6 +405,7 @@ class StandIn:
         self.model, self.completions, self.chat, self.prefill, self.bad = model, "ok", "ok", "continue", None
         self.honor_no_thinking, self.strict, self.answer_as, self.key = False, False, None, None
         self.latency, self.serial, self.user_pass, self.n_choices = 0.0, False, None, "honour"
+        self.reason, self.reason_logprob = None, lambda word: -0.05
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
         self.gets = 0  # GET requests (/v1/models)
@@ -543,6 +546,10 @@ class StandIn:
         else:
             best = max(top, key=lambda k: top[k] if isinstance(top[k], float) and _math.isfinite(top[k]) else -9)
             tokens = [(best, top), (" because", {" because": -0.5})]
+        if self.reason is not None and int(req.get("max_tokens") or 16) > 8 and not any(p in text for p in self.PROBES):
+            import re as _re
+
+            tokens = [(w, {w: self.reason_logprob(w)}) for w in _re.findall(r"\s*\S+", self.reason(text))]
         k = int(req.get("n") or 1) if self.n_choices == "honour" else 1
         if kind == "completions" and mode == "llama-server":
             tokens = tokens[: max(int(req.get("max_tokens") or 16), 1)]

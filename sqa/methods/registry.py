@@ -92,7 +92,7 @@ def check_needs(method, model=None, has_index: bool | None = None) -> None:
     what = {
         "sampling": (caps.sampling, "sampling (temperature and seed)"),
         "token_logprobs": (caps.token_logprobs, "the log-probability of every generated token"),
-        "attention": (caps.attention, "attention weights (a Hugging Face reader)"),
+        "attention": (caps.attention, "attention weights"),
     }
     for need in method.needs:
         if need in what and not what[need][0]:

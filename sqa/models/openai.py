@@ -149,6 +149,7 @@ class OpenAIModel(LoadRecord, LoadProbes, ModelBase):
         self.servers = [Server(u, name, key, var, self.timeout, self.max_retries) for u in urls]
         self.base_url, self.shown_url = self.servers[0].url, self.servers[0].shown
         self._lock = threading.Lock()
+        self._local = threading.local()  # per-thread token counts (usage)
         self.readout_stats = {
             "readouts": 0,
             "missing": 0,
@@ -299,13 +300,12 @@ class OpenAIModel(LoadRecord, LoadProbes, ModelBase):
         with self._lock:
             self.cost.calls_sent += 1
             self.cost.request_seconds += dt
+            mine = self._thread_usage()
             for field, k in (("prompt_tokens", "prompt_tokens"), ("completion_tokens", "completion_tokens")):
                 v = u.get(k)
-                setattr(
-                    self.cost,
-                    field,
-                    getattr(self.cost, field) + (int(v) if isinstance(v, (int, float)) and v >= 0 else 0),
-                )
+                add = int(v) if isinstance(v, (int, float)) and v >= 0 else 0
+                setattr(self.cost, field, getattr(self.cost, field) + add)
+                mine[field] += add
         if key is not None:
             self.cache.put(key, endpoint, r)
         return r
@@ -447,12 +447,19 @@ class OpenAIModel(LoadRecord, LoadProbes, ModelBase):
         )
 
     def usage(self) -> dict:
-        """``{"prompt_tokens", "completion_tokens"}`` of the requests this model object sent, as the
-        server's ``usage`` fields report them (``cost``): answers from the response cache and the
-        load-time probes count nothing (``cost.calls_cached`` counts the cached answers); a
-        server's own prefix cache does not lower prompt_tokens unless the server says so."""
-        with self._lock:
-            return {"prompt_tokens": self.cost.prompt_tokens, "completion_tokens": self.cost.completion_tokens}
+        """``{"prompt_tokens", "completion_tokens"}`` of the requests this model object sent from
+        the calling thread, as the server's ``usage`` fields report them: answers from the response
+        cache and the load-time probes count nothing (``cost.calls_cached`` counts the cached
+        answers); a server's own prefix cache does not lower prompt_tokens unless the server says so.
+        Per thread, so that questions answered at once (``sqa.methods.reader``, one thread each, one
+        prompt a call) are each counted exactly; every thread's together: ``cost``."""
+        return dict(self._thread_usage())
+
+    def _thread_usage(self) -> dict:
+        counts = getattr(self._local, "usage", None)  # threading.local: absent in a new thread
+        if counts is None:
+            counts = self._local.usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        return counts
 
     def _log_odds(self, prompt: Prompt) -> float:
         if self.readout == "generation":
