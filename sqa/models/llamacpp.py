@@ -258,7 +258,8 @@ class LlamaCppModel(ModelBase):
         sp.no_perf = True
         chain = L.LlamaSampler(sp)
         chain.add_temp(temperature)
-        chain.add_dist(seed & 0xFFFFFFFF)  # llama.cpp's seed is a uint32
+        # llama.cpp's seed is a uint32 whose top value (LLAMA_DEFAULT_SEED) means "random": never sent
+        chain.add_dist(seed % 0xFFFFFFFF)
         return chain
 
     def usage(self) -> dict:
