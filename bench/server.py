@@ -18,13 +18,15 @@ options (one in-process, one ``--model openai:...``), per-question answers and P
 ``concurrency``: ``sqa eval --preset steps`` over the same questions through the server with
 ``SQA_OPENAI_CONCURRENCY`` 1 and 8, side by side (questions/s, wall seconds).
 
-``overlap``: the same, against a stand-in server (stdlib, in a thread) that answers every request
+``overlap``: the same (or ``--method M``: a method, e.g. ``cot``; level 0 = the concurrency sqa
+measures at load), against a stand-in server (stdlib, in a thread) that answers every request
 after a fixed ``--latency`` in parallel, as a batching server (vLLM, SGLang) does up to its batch
 size; it counts the requests in flight, so it shows whether sqa's requests overlap, apart from
 what one server does with them. Its answers are fixed (" Yes", fixed logprobs): a load test, not
 an accuracy run.
 
     python -m bench.server overlap --index-dir INDEX --limit 20 --latency 0.2
+    python -m bench.server overlap --method cot --limit 40 --levels 1 0 --out bench/results/methods_throughput.json
 """
 
 from __future__ import annotations
@@ -320,9 +322,11 @@ def overlap(args) -> dict:
         rows.append(row)
         print(row, flush=True)
     httpd.shutdown()
+    what = f"--method {args.method}" if args.method else "--preset steps"
     return {
-        "what": "sqa eval --preset steps against a stand-in OpenAI-compatible server that answers each request "
-        f"after {latency} s, all in parallel (a batching server's behaviour): SQA_OPENAI_CONCURRENCY 1 vs 8",
+        "what": f"sqa eval {what} against a stand-in OpenAI-compatible server that answers each request "
+        f"after {latency} s, all in parallel (a batching server's behaviour): SQA_OPENAI_CONCURRENCY "
+        + " vs ".join(str(c) if c else "measured (0)" for c in args.levels),
         "command": " ".join(["python", "-m", "bench.server"] + sys.argv[1:]),
         "rows": rows,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
@@ -338,8 +342,7 @@ def _eval_row(args, c: int) -> dict:
             "-c",
             "import sys; from sqa.cli import main; sys.exit(main())",
             "eval",
-            "--preset",
-            "steps",
+            *(["--method", args.method] if getattr(args, "method", None) else ["--preset", "steps"]),
             "--split",
             "dev",
             "--limit",
@@ -348,8 +351,7 @@ def _eval_row(args, c: int) -> dict:
             f"openai:{MODEL}",
             "--base-url",
             args.base_url,
-            "--index-dir",
-            args.index_dir,
+            *(["--index-dir", args.index_dir] if args.index_dir else []),
             "--out",
             str(Path(tmp) / "run"),
         ]
@@ -387,7 +389,8 @@ def main() -> None:
     c.add_argument("--levels", type=int, nargs="+", default=[1, 8])
     c.add_argument("--out", default="bench/results/server_concurrency.json")
     o = sub.add_parser("overlap")
-    o.add_argument("--index-dir", required=True)
+    o.add_argument("--index-dir", help="the index (needed by --preset steps and retrieving methods)")
+    o.add_argument("--method", help="a method (sqa.methods) instead of --preset steps; concurrency 0: measured")
     o.add_argument("--limit", type=int, default=20)
     o.add_argument("--latency", type=float, default=0.2)
     o.add_argument("--levels", type=int, nargs="+", default=[1, 8])

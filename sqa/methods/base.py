@@ -46,7 +46,8 @@ class Method:
     Class attributes: ``name`` (registry name, or any name for a method of your own); ``source``
     (one line: paper, table, public code path and commit); ``needs`` (a tuple of
     :data:`NEEDS`); ``defaults`` (setting -> default value; only these settings may be given);
-    ``prompts`` (the prompt variants ``--prompt`` may name, the first is the default); ``preset``
+    ``prompts`` (the prompt variants ``--prompt`` may name, the first is the default);
+    ``answer_rule`` (the rule recorded for a method that reads no ``answer_rule`` setting); ``preset``
     (set only by ``facts`` and ``steps``: the method is that preset's reader, ``sqa.presets``)."""
 
     name: ClassVar[str] = ""
@@ -55,6 +56,7 @@ class Method:
     defaults: ClassVar[dict] = {}
     prompts: ClassVar[tuple[str, ...]] = ()
     preset: ClassVar[str] = ""
+    answer_rule: ClassVar[str] = "answer-is"  # what a run records when the method reads no answer_rule setting
 
     @property
     def retrieves(self) -> bool:

@@ -58,6 +58,7 @@ class MethodReader:
         started = time.perf_counter()
         out = self.method.answer(q.question, tools)
         seconds = time.perf_counter() - started
+        rule = self.settings.get("answer_rule") or self.method.answer_rule
         return ReasoningResult(
             question=q.question,
             steps=list(out.steps),
@@ -67,11 +68,11 @@ class MethodReader:
             qid=q.qid or None,
             timings={"total": round(seconds, 4)},
             model=self.model.name,
-            decision=f"method:{self.method.name}:{self.settings.get('answer_rule') or 'answer-is'}",
+            decision=f"method:{self.method.name}:{rule}",
             calibrated=False,
             method={
                 "name": self.method.name,
-                "answer_rule": self.settings.get("answer_rule") or "answer-is",
+                "answer_rule": rule,
                 "read": bool(out.read),
                 "unread_outputs": tools.unread,
                 "votes": list(out.votes),

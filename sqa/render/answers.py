@@ -70,7 +70,7 @@ def _how(asked) -> str:
         read = "" if r.method.get("read", True) else ", no answer in the text: read by the rule's fallback"
         return (
             f"  [dim](method {escape(r.method['name'])}, rule {escape(r.method['answer_rule'])}{read}; "
-            f"{c.get('calls', 0)} calls, {'?' if tokens is None else tokens} tokens generated, "
+            f"{c.get('calls', 0)} call{'' if c.get('calls') == 1 else 's'}, {'?' if tokens is None else tokens} tokens generated, "
             f"{c.get('retrievals', 0)} retrievals)[/dim]"
         )
     own = ", ".join(f"{n} {p:.2f}" for n, p in r.signals.items())
