@@ -157,3 +157,24 @@ def test_questions_go_to_the_server_at_once_at_its_measured_concurrency(tmp_path
         assert times["1"] >= 40 * 0.2 and times["1"] / times["0"] >= 4, (times, slots)
     finally:
         server.close()
+
+
+def test_several_methods_run_on_the_same_questions_and_are_compared(tmp_path, gold_index):
+    server = StandIn(reason=lambda text: COT)
+    try:
+        r = served(server, "cot,rag", tmp_path / "m", index=gold_index, limit=4)
+        assert r.returncode == 0, r.stderr[-2000:]
+        compared = json.loads((tmp_path / "m" / "compare.json").read_text())
+        assert [run["name"] for run in compared["runs"]] == ["cot", "rag"]
+        for name in ("cot", "rag"):
+            assert json.loads((tmp_path / "m" / name / "run.json").read_text())["options"]["method"] == name
+        assert (tmp_path / "m" / "compare.html").exists()
+    finally:
+        server.close()
+
+
+def test_evaluate_takes_a_method_or_a_reader_not_both(tmp_path):
+    reader = sqa.Reader(model="openai:fake-reader", base_url="http://127.0.0.1:9/v1", method="cot")
+    with pytest.raises(sqa.BadInput, match="give the method to the Reader"):
+        sqa.evaluate(reader, "dev", method="rag", out=tmp_path / "x")
+    assert not (tmp_path / "x").exists()

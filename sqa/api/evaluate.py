@@ -59,9 +59,11 @@ def run_questions(
 
 
 def evaluate(
-    reader: "Reader",
+    reader: "Reader | None" = None,
     split: Union[str, Path, Sequence[Question], None] = None,
     *,
+    method=None,
+    settings=None,
     out: str | Path | None = None,
     limit: int | None = None,
     protocol: str | None = None,
@@ -78,7 +80,10 @@ def evaluate(
     """Answer the questions of ``split`` with ``reader`` (an :class:`sqa.Reader`) into the run
     folder ``out`` (default ``runs/eval/<split or protocol>-<reader>-<model>``) and return the
     :class:`sqa.eval.results.Run` (``metrics``: Accuracy with its 95 % interval, Recall@10, SARI,
-    ECE, ...; ``predictions``: the leaderboard file).
+    ECE, ...; ``predictions``: the leaderboard file). ``method`` / ``settings``: without a
+    ``reader``, a method (``sqa.methods``: a name, ``module:Class`` or a ``Method``) read by the
+    default model and index, as ``sqa.Reader(method=method, settings=settings)``; with a reader,
+    give the method to the Reader instead (BadInput).
 
     ``split``: ``"dev"`` (229; the default), ``"train"`` (2,290), ``"train-2061"``, ``"test"`` (no
     labels: predictions only), ``"all"``, a question file, or a list of ``sqa.types.Question``;
@@ -110,6 +115,12 @@ def evaluate(
     from sqa.eval.runner import run_eval
     from sqa.pipeline import check_head_states, index_info, load_head
 
+    if reader is not None and (method is not None or settings is not None):
+        raise BadInput("give the method to the Reader (sqa.Reader(method=...)), or evaluate(method=...) without one")
+    if reader is None:
+        from sqa.api.reader import Reader
+
+        reader = Reader(method=method, settings=settings)
     preset, model = reader.preset, reader.model
     if protocol is not None:
         if split is not None:
