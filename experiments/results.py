@@ -1,7 +1,7 @@
 """Write the research record, docs/results.md, and the README's results table from the recorded
 results, so that each number is written once (in ``bench/results/``) and copied by this script only.
 
-    python -m experiments.results            # rewrite docs/results.md and README.md's table
+    python -m experiments.results            # rewrite docs/results.md, README.md's and docs/methods.md's tables
     python -m experiments.results --check    # exit 1, naming the file, when either is out of date
 
 Sources, all under ``bench/results/``:
@@ -406,6 +406,98 @@ def results_doc() -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+METHODS_DOC = ROOT / "docs" / "methods.md"
+M_BEGIN, M_END = "<!-- methods:begin (python -m experiments.results) -->", "<!-- methods:end -->"
+COST = ("calls", "generated_tokens", "prompt_tokens", "retrievals", "seconds")
+
+
+def method_runs() -> list[Path]:
+    """The recorded runs of a method (``metrics.json`` holds ``method``), most questions first."""
+    runs = [mf.parent for mf in (RESULTS / "runs").glob("*/metrics.json") if load(mf).get("method")]
+    return sorted(runs, key=lambda r: (-load(r / "metrics.json")["n"], r.name))
+
+
+def method_rows() -> list[list[str]]:
+    """One row per recorded method run: accuracy (95 %), unread outputs, cost per question, Recall@10."""
+    rows = []
+    for run in method_runs():
+        m = load(run / "metrics.json")
+        meth, cost = m["method"], m["method"]["cost_per_question"]
+
+        def c(key: str, digits: int = 1) -> str:
+            return "—" if cost.get(key) is None else f"{cost[key]:.{digits}f}"
+
+        rec = m.get("Recall@10")
+        rows.append(
+            [
+                f"`{meth['name']}`",
+                str(m["n"]),
+                acc_text(m.get("Accuracy"), m.get("n"), m.get("Accuracy_interval95")),
+                f"{meth['answer_rule']}; {meth['unread_outputs']}",
+                *(c(k) for k in COST),
+                "—" if rec is None or not cost.get("retrievals") else f"{rec:.3f}",
+                f"`runs/{run.name}/`",
+            ]
+        )
+    return rows
+
+
+def method_comparison() -> list[list[str]]:
+    """Each method run against the first (most questions, then name) on the questions all answered:
+    paired difference with its bootstrap 95 % interval and McNemar's exact p (``sqa.compare``)."""
+    import sqa
+
+    runs = method_runs()
+    if len(runs) < 2:
+        return []
+    c = sqa.compare(runs).to_dict()
+    first = c["runs"][0]["name"]
+    return [
+        [
+            f"`{p['b']}` vs `{p['a']}`",
+            str(p["n"]),
+            f"{p['accuracy_b']:.3f} vs {p['accuracy_a']:.3f}",
+            f"{-p['difference']:+.3f} ({-p['interval95'][1]:+.3f} to {-p['interval95'][0]:+.3f})",
+            f"{p['only_b']} / {p['only_a']}",
+            f"{p['mcnemar_p']:.3f}",
+        ]
+        for p in c["pairs"]
+        if p["a"] == first
+    ]
+
+
+def methods_text(current: str) -> str:
+    """docs/methods.md with its recorded-runs tables (between M_BEGIN and M_END) regenerated."""
+    if M_BEGIN not in current or M_END not in current:
+        raise SystemExit(f"error: docs/methods.md has no markers ({M_BEGIN} ... {M_END})")
+    head, rest = current.split(M_BEGIN, 1)
+    _, tail = rest.split(M_END, 1)
+    header = [
+        "method",
+        "questions",
+        "Accuracy (95 %)",
+        "answer rule; unread outputs",
+        "calls / q",
+        "generated tokens / q",
+        "prompt tokens / q",
+        "retrievals / q",
+        "seconds / q",
+        "Recall@10",
+        "run (`bench/results/`)",
+    ]
+    body = [table(header, method_rows())] if method_rows() else ["No method run is recorded yet."]
+    pairs = method_comparison()
+    if pairs:
+        body += [
+            "",
+            "Paired on the questions every run answered (`sqa compare`; difference and interval as the",
+            "second minus the first; only right: questions only that run got right):",
+            "",
+            table(["pair", "questions", "Accuracy", "difference (95 %)", "only right (2nd / 1st)", "McNemar p"], pairs),
+        ]
+    return f"{head}{M_BEGIN}\n" + "\n".join(body) + f"\n{M_END}{tail}"
+
+
 def readme_text(current: str) -> str:
     """README.md with its results table (between BEGIN and END) regenerated."""
     if BEGIN not in current or END not in current:
@@ -420,7 +512,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is out of date")
     a = ap.parse_args(argv)
-    want = {DOC: results_doc(), README: readme_text(README.read_text(encoding="utf-8"))}
+    want = {
+        DOC: results_doc(),
+        README: readme_text(README.read_text(encoding="utf-8")),
+        METHODS_DOC: methods_text(METHODS_DOC.read_text(encoding="utf-8")),
+    }
     stale = [p for p, text in want.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
     if a.check:
         for p in stale:
