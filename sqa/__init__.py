@@ -10,7 +10,7 @@ The public API (docs/python.md shows each with its output):
 - :func:`evaluate`: a reader over a split or question file into a resumable run folder -> :class:`Run`;
   :func:`compare`: paired statistics of runs; :func:`load_questions`; :func:`score` (the official metrics).
 - Errors: every error meant for the user is an :class:`SqaError`; catch a subclass to act on one
-  kind (:class:`BadInput`, :class:`IndexNotFound`, :class:`ModelNotFound`, :class:`HeadNotFound`,
+  kind (:class:`BadInput`, :class:`RunNotFound`, :class:`IndexNotFound`, :class:`ModelNotFound`, :class:`HeadNotFound`,
   :class:`StoreMismatch`, :class:`ServerError`, :class:`ServerLost`); :class:`SqaWarning` for
   what is skipped and counted.
 
@@ -39,6 +39,7 @@ _EXPORTS = {
     "score": "sqa.api.questions",
     "SqaError": "sqa.types",
     "BadInput": "sqa.types",
+    "RunNotFound": "sqa.types",
     "IndexNotFound": "sqa.types",
     "ModelNotFound": "sqa.types",
     "HeadNotFound": "sqa.types",

@@ -71,6 +71,7 @@ EXPORTED = [
     "Question",
     "Reader",
     "Run",
+    "RunNotFound",
     "ServerError",
     "ServerLost",
     "SqaError",
