@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sqa.eval.coverage import coverage_metrics, record_calibrated
 from sqa.eval.metrics import annotator_evidence, recall_at_k
-from sqa.eval.run_metrics import calibration_bins
+from sqa.eval.run_metrics import calibration_bins, questions_summary
 from sqa.eval.svg import COLOURS, coverage_svg, reliability_svg
 from sqa.types import Question
 
@@ -221,7 +221,7 @@ def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question
             if metrics.get("Accuracy") is not None
             else "–"
         ),
-        "questions": f"{metrics['n']} of {metrics['n_questions']}",
+        "questions": questions_summary(metrics),
     }
     if has_recall(metrics):
         facts["Recall@10"] = f"{metrics['Recall@10']:.3f}"
