@@ -126,6 +126,18 @@ class Hit:
         """The paragraph's text."""
         return self.paragraph.text
 
+    def __repr__(self) -> str:
+        """One line: rank, evidence ID, score, title."""
+        from sqa.display import hit_repr
+
+        return hit_repr(self)
+
+    def _repr_html_(self) -> str:
+        """Rank, evidence ID, score, title and the start of the text as HTML (Jupyter), escaped."""
+        from sqa.display import hit_html
+
+        return hit_html(self)
+
     def to_dict(self) -> dict:
         """``{evidence_id, score, title, section, text}`` (what ``sqa search --json`` prints a hit as)."""
         p = self.paragraph

@@ -81,6 +81,7 @@ EXPORTED = [
     "compare",
     "evaluate",
     "load_questions",
+    "presets",
     "score",
 ]
 

@@ -145,6 +145,27 @@ class Comparison:
             "pairs": pairs,
         }
 
+    def __repr__(self) -> str:
+        """One line: the runs' accuracies and each pair's McNemar p (and Holm p for 3+ runs)."""
+        from sqa.display import comparison_repr
+
+        return comparison_repr(self)
+
+    def _repr_html_(self) -> str:
+        """The runs and the pairs as HTML tables (Jupyter), escaped."""
+        from sqa.display import comparison_html
+
+        return comparison_html(self)
+
+    def table(self):
+        """A ``rich.table.Table`` with one row per pair: A, B, n, both accuracies, A - B with its
+        95 % paired-bootstrap interval, McNemar p, Holm p (more than two runs), only A right, only
+        B right (``sqa.display.comparison_rows`` gives the same rows as dicts). Print it with
+        ``rich.print`` or show it in Jupyter."""
+        from sqa.display import comparison_table
+
+        return comparison_table(self)
+
     @property
     def holm_p(self) -> list[float]:
         """The pairs' McNemar p-values Holm-adjusted over all pairs (:func:`holm_adjusted`), in the

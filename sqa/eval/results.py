@@ -161,6 +161,23 @@ class Run:
         """The options recorded in ``run.json`` (model, split, preset, k, ...)."""
         return json.loads((self.path / RUN_FILE).read_text(encoding="utf-8")).get("options", {})
 
+    def __repr__(self) -> str:
+        """One line: method, model, Accuracy with its 95 % Wilson interval, questions, folder."""
+        from sqa.display import run_repr
+
+        return run_repr(self, self._questions())
+
+    def _repr_html_(self) -> str:
+        """The same as an HTML table (Jupyter), escaped."""
+        from sqa.display import run_html
+
+        return run_html(self, self._questions())
+
+    def _questions(self) -> str:
+        from sqa.eval.run_metrics import questions_summary
+
+        return questions_summary(self.metrics) if self.metrics else f"{self.done} of {self.total} answered"
+
     @cached_property
     def records(self) -> list[Record]:
         """One :class:`Record` per answered question (:func:`read_records`: split order), read from
