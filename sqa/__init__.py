@@ -8,9 +8,10 @@ The public API (docs/python.md shows each with its output):
 - :class:`Reader`: a preset's reader over an index and a model; ``reader.ask(question)`` ->
   :class:`Answer`, ``reader.ask_many(questions)``.
 - :func:`evaluate`: a reader over a split or question file into a resumable run folder -> :class:`Run`;
-  :func:`compare`: paired statistics of runs; :func:`load_questions`; :func:`score` (the official metrics).
+  :func:`compare`: paired statistics of runs; :func:`load_questions`; :func:`score` (the official metrics);
+  :func:`presets`: the reader presets by name with one line each.
 - Errors: every error meant for the user is an :class:`SqaError`; catch a subclass to act on one
-  kind (:class:`BadInput`, :class:`IndexNotFound`, :class:`ModelNotFound`, :class:`HeadNotFound`,
+  kind (:class:`BadInput`, :class:`RunNotFound`, :class:`IndexNotFound`, :class:`ModelNotFound`, :class:`HeadNotFound`,
   :class:`StoreMismatch`, :class:`ServerError`, :class:`ServerLost`); :class:`SqaWarning` for
   what is skipped and counted.
 
@@ -36,9 +37,11 @@ _EXPORTS = {
     "compare": "sqa.api.evaluate",
     "Run": "sqa.eval.results",
     "load_questions": "sqa.api.questions",
+    "presets": "sqa.presets",
     "score": "sqa.api.questions",
     "SqaError": "sqa.types",
     "BadInput": "sqa.types",
+    "RunNotFound": "sqa.types",
     "IndexNotFound": "sqa.types",
     "ModelNotFound": "sqa.types",
     "HeadNotFound": "sqa.types",

@@ -11,6 +11,8 @@ Add a preset: a new :class:`Preset` in ``PRESETS`` (and a recorded run + README 
 
 from __future__ import annotations
 
+import sys
+import types
 from dataclasses import dataclass
 
 from sqa.types import BadInput
@@ -86,6 +88,12 @@ PRESETS: dict[str, Preset] = {
 DEFAULT_PRESET = "facts"
 
 
+def presets() -> dict[str, str]:
+    """The shipped presets, name -> one-line summary, in the order ``sqa eval --help`` lists them
+    (``Reader(preset=name)``, ``sqa eval --preset name``). Raises nothing."""
+    return {p.name: p.summary for p in PRESETS.values()}
+
+
 def get_preset(name: str, for_ask: bool = False) -> Preset:
     """The preset called ``name``. Raises SqaError naming the known ones (and, ``for_ask``, for an
     oracle preset, which needs a question's annotations)."""
@@ -148,3 +156,15 @@ def preset_from_flags(
             "facts head, which --no-retrieval replaces by the no-retrieval head; give one of them"
         )
     return replace(base, name="", reader=reader, retrieval=retrieval, oracle=oracle, run="", summary="")
+
+
+class _CallableModule(types.ModuleType):
+    """``sqa.presets`` is both this module and the function :func:`presets`: importing the
+    submodule (as the readers do) sets the package attribute ``sqa.presets`` to the module, so the
+    module answers a call as the function does."""
+
+    def __call__(self) -> dict[str, str]:
+        return presets()
+
+
+sys.modules[__name__].__class__ = _CallableModule

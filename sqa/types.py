@@ -20,7 +20,8 @@ class SqaError(Exception):
     The message must name the file/line/URL concerned and say what to do. Subclasses say what a
     caller can act on (catch the subclass, or ``SqaError`` for all of them):
 
-    - :class:`BadInput`: a file, line, flag, URL or question the caller gave is malformed.
+    - :class:`BadInput`: a file, line, flag, URL or question the caller gave is malformed;
+      :class:`RunNotFound`: a path given as a run folder holds no ``run.json``.
     - :class:`IndexNotFound`: no index where one was expected (build it, or pass its directory).
     - :class:`ModelNotFound`: no model file, checkpoint or served model by that name.
     - :class:`HeadNotFound`: the facts reader has no answer head for the model (answers are then
@@ -35,6 +36,10 @@ class SqaError(Exception):
 
 class BadInput(SqaError):
     """A file, line, flag, URL or question given by the caller is malformed (the message names which)."""
+
+
+class RunNotFound(BadInput):
+    """A path given as a run folder (``sqa.Run.open``) holds no ``run.json``; the message names it."""
 
 
 class IndexNotFound(SqaError):
@@ -120,6 +125,18 @@ class Hit:
     def text(self) -> str:
         """The paragraph's text."""
         return self.paragraph.text
+
+    def __repr__(self) -> str:
+        """One line: rank, evidence ID, score, title."""
+        from sqa.display import hit_repr
+
+        return hit_repr(self)
+
+    def _repr_html_(self) -> str:
+        """Rank, evidence ID, score, title and the start of the text as HTML (Jupyter), escaped."""
+        from sqa.display import hit_html
+
+        return hit_html(self)
 
     def to_dict(self) -> dict:
         """``{evidence_id, score, title, section, text}`` (what ``sqa search --json`` prints a hit as)."""

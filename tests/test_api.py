@@ -71,6 +71,7 @@ EXPORTED = [
     "Question",
     "Reader",
     "Run",
+    "RunNotFound",
     "ServerError",
     "ServerLost",
     "SqaError",
@@ -80,6 +81,7 @@ EXPORTED = [
     "compare",
     "evaluate",
     "load_questions",
+    "presets",
     "score",
 ]
 

@@ -110,7 +110,12 @@ def test_run_writes_leaderboard_predictions_metrics_and_reports(tmp_path):
     want_acc = sum((fake_p_yes(q.qid) >= 0.5) == q.answer for q in qs) / 30
     want_majority = sum(q.answer is False for q in qs) / 30
     want_recall = sum(recall_at_k(q.evidence, preds[q.qid]["paragraphs"]) for q in qs) / 30
-    assert m["n"] == 30 and m["complete"]
+    assert m["n"] == 30 and m["n_questions"] == 30
+    # a --limit cut is not the split: not complete, and said so in every output (issue 48)
+    assert m["complete"] is False and m["questions_in_set"] == 229 and m["limit"] == 30
+    cut = "first 30 of 229 questions (--limit 30)"
+    assert cut in (tmp_path / "report.md").read_text().splitlines()[0]
+    assert cut in (tmp_path / "report.html").read_text()
     assert m["Accuracy"] == pytest.approx(want_acc)
     assert m["majority_baseline"]["Accuracy"] == pytest.approx(want_majority)
     assert m["Recall@10"] == pytest.approx(want_recall)

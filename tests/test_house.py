@@ -28,6 +28,7 @@ BASE = {
     "sqa.text",
     "sqa.trace",
     "sqa.redact",
+    "sqa.display",
 }
 STAGES = [
     ("sqa.indexing", 1),

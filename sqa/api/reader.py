@@ -74,6 +74,18 @@ class Answer:
             method=dict(r.method),
         )
 
+    def __repr__(self) -> str:
+        """One line: answer, P(yes) (calibrated or the model's own), model, the question cut at 60."""
+        from sqa.display import answer_repr
+
+        return answer_repr(self)
+
+    def _repr_html_(self) -> str:
+        """The answer, P(yes), model, head and the facts read as HTML (Jupyter), escaped."""
+        from sqa.display import answer_html
+
+        return answer_html(self)
+
     def to_dict(self) -> dict:
         """The ``sqa ask --json`` object (question, decomposition, answer, confidence, paragraphs,
         p_yes, calibrated, head, facts)."""

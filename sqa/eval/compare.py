@@ -19,7 +19,12 @@ On the labelled questions every run answered:
 - the same for Recall@10 where both runs retrieved evidence for annotated questions: the mean
   difference with its paired-bootstrap interval, how many questions each run recalled more of,
   and the Wilcoxon signed-rank test of the per-question differences (``scipy.stats.wilcoxon``,
-  zero differences dropped; None when all are zero).
+  zero differences dropped; None when all are zero);
+- the questions behind McNemar's counts: per pair, the qids only A got right and those only B got
+  right (``Comparison.only_right``; ``only_a_qids`` / ``only_b_qids`` in ``to_dict``);
+- with more than two runs, each McNemar p-value also Holm-adjusted over all the pairs
+  (:func:`holm_adjusted`; Holm, "A Simple Sequentially Rejective Multiple Test Procedure",
+  Scandinavian Journal of Statistics 6(2), 1979), which controls the family-wise error rate.
 """
 
 from __future__ import annotations
@@ -119,15 +124,71 @@ class Comparison:
     data: list[RunData] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict:
-        """JSON-serialisable: n, seed, resamples, runs, pairs (the ``sqa compare --json`` object)."""
+        """JSON-serialisable: n, seed, resamples, runs, pairs (the ``sqa compare --json`` object).
+        Each pair also has ``only_a_qids`` / ``only_b_qids`` (:meth:`only_right`, in the first
+        run's order; absent when the runs' data were not kept) and ``mcnemar_p_holm`` (:attr:`holm_p`,
+        equal to ``mcnemar_p`` for two runs)."""
+        pairs = []
+        for p, holm in zip(self.pairs, self.holm_p):
+            d = asdict(p)
+            if self.data:
+                d["only_a_qids"], d["only_b_qids"] = self.only_right(p.a, p.b), self.only_right(p.b, p.a)
+            d["mcnemar_p_holm"] = holm
+            pairs.append(d)
         return {
             "n": len(self.qids),
             "seed": self.seed,
             "resamples": self.resamples,
             "interval": "Accuracy: Wilson score; differences: paired bootstrap percentile",
+            "multiple_comparisons": "mcnemar_p_holm: McNemar p-values Holm-adjusted over all pairs (Holm 1979)",
             "runs": [asdict(r) for r in self.runs],
-            "pairs": [asdict(p) for p in self.pairs],
+            "pairs": pairs,
         }
+
+    def __repr__(self) -> str:
+        """One line: the runs' accuracies and each pair's McNemar p (and Holm p for 3+ runs)."""
+        from sqa.display import comparison_repr
+
+        return comparison_repr(self)
+
+    def _repr_html_(self) -> str:
+        """The runs and the pairs as HTML tables (Jupyter), escaped."""
+        from sqa.display import comparison_html
+
+        return comparison_html(self)
+
+    def table(self):
+        """A ``rich.table.Table`` with one row per pair: A, B, n, both accuracies, A - B with its
+        95 % paired-bootstrap interval, McNemar p, Holm p (more than two runs), only A right, only
+        B right (``sqa.display.comparison_rows`` gives the same rows as dicts). Print it with
+        ``rich.print`` or show it in Jupyter."""
+        from sqa.display import comparison_table
+
+        return comparison_table(self)
+
+    @property
+    def holm_p(self) -> list[float]:
+        """The pairs' McNemar p-values Holm-adjusted over all pairs (:func:`holm_adjusted`), in the
+        order of ``pairs``; for two runs (one pair) the raw p-value."""
+        return holm_adjusted([p.mcnemar_p for p in self.pairs])
+
+    def only_right(self, a: str | int, b: str | int) -> list[str]:
+        """The shared qids (in ``qids`` order) run ``a`` answered right and run ``b`` wrong: ``a``
+        and ``b`` are run names (as in ``runs[i].name`` and the pairs) or indexes into ``runs``.
+        Needs the runs' data (kept by :func:`compare_runs`); raises SqaError for an unknown run or
+        a Comparison without its data."""
+        if not self.data:
+            raise SqaError("this Comparison kept no per-question data; make it with sqa.compare / compare_runs")
+        ra, rb = self._rows_of(a), self._rows_of(b)
+        return [q for q in self.qids if ra[q]["correct"] and not rb[q]["correct"]]
+
+    def _rows_of(self, run: str | int) -> dict[str, dict]:
+        names = [r.name for r in self.runs]
+        if isinstance(run, int) and 0 <= run < len(self.data):
+            return self.data[run].rows
+        if run in names:
+            return self.data[names.index(run)].rows
+        raise SqaError(f"no run {run!r} in this comparison; use one of {', '.join(names)} or an index")
 
 
 def load_run(path: str | Path) -> RunData:
@@ -204,6 +265,19 @@ def mcnemar_exact(b: int, c: int) -> float:
     from scipy.stats import binomtest
 
     return float(binomtest(b, b + c, 0.5, alternative="two-sided").pvalue)
+
+
+def holm_adjusted(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the order given: sort the m p-values
+    ascending, multiply the i-th smallest (i from 0) by m - i, take the running maximum and cap at 1.
+    Rejecting where the adjusted value is below alpha controls the family-wise error rate at alpha.
+    E.g. [0.01, 0.04, 0.03] -> [0.03, 0.06, 0.06]."""
+    m, running = len(pvalues), 0.0
+    out = [1.0] * m
+    for rank, i in enumerate(sorted(range(m), key=lambda i: pvalues[i])):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
 
 
 def _wilcoxon(diffs: Sequence[float]) -> float | None:

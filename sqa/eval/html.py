@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sqa.eval.coverage import coverage_metrics, record_calibrated
 from sqa.eval.metrics import annotator_evidence, recall_at_k
-from sqa.eval.run_metrics import calibration_bins
+from sqa.eval.run_metrics import calibration_bins, questions_summary
 from sqa.eval.svg import COLOURS, coverage_svg, reliability_svg
 from sqa.types import Question
 
@@ -133,6 +133,12 @@ def _rows(views: Sequence[RunView], order: Sequence[str], questions: dict[str, Q
         wrong = labelled and not all(corr)
         conf = max((c["confidence"] or 0) for c in cells if c["correct"] is False) if wrong else 0
         rank = 0 if disagree else 1 if wrong else 2 if labelled else 3
+        only = {  # per ordered pair of runs: run i right, run j wrong (the page's "only ... right" filters)
+            f"only-{a}-{b}": int(cells[a]["correct"] is True and cells[b]["correct"] is False)
+            for a in range(len(cells))
+            for b in range(len(cells))
+            if a != b
+        }
         rows.append(
             {
                 "qid": qid,
@@ -142,6 +148,7 @@ def _rows(views: Sequence[RunView], order: Sequence[str], questions: dict[str, Q
                 "correct": labelled and all(corr),
                 "incorrect": wrong,
                 "disagreeing": disagree,
+                "only": only,
                 "demonstration": any(c["demonstration"] for c in cells),
                 "sort": (rank, -conf, i),
             }
@@ -184,6 +191,18 @@ def render(
         notes=list(notes),
         charts=charts,
         comparison=len(views) > 1,
+        holm=len(views) > 2,
+        only_filters=[
+            {
+                "key": f"only-{a}-{b}",
+                "label": f"only {names[a]} right" if len(views) == 2 else f"{names[a]} right, {names[b]} wrong",
+            }
+            for a in range(len(views))
+            for b in range(len(views))
+            if a != b
+        ]
+        if len(views) > 1
+        else [],
         any_recall=any(v.has_recall for v in views),
         any_steps=any(v.has_steps for v in views),
         any_facts=any(v.has_facts for v in views),
@@ -221,7 +240,7 @@ def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question
             if metrics.get("Accuracy") is not None
             else "–"
         ),
-        "questions": f"{metrics['n']} of {metrics['n_questions']}",
+        "questions": questions_summary(metrics),
     }
     if has_recall(metrics):
         facts["Recall@10"] = f"{metrics['Recall@10']:.3f}"
@@ -292,6 +311,6 @@ def write_comparison_html(path: str | Path, comparison) -> Path:
             views,
             comparison.qids,
             questions,
-            pairs=[p.__dict__ for p in comparison.pairs],
+            pairs=[{**p.__dict__, "mcnemar_p_holm": h} for p, h in zip(comparison.pairs, comparison.holm_p)],
         ),
     )

@@ -79,12 +79,13 @@ def coverage_lines(metrics: dict) -> list[str]:
 
 def markdown(metrics: dict, rows: Sequence[dict]) -> str:
     """The text of ``report.md``."""
+    from sqa.eval.run_metrics import questions_summary
+
     opts = metrics.get("options", {})
     index = metrics.get("index") or {}
     lines = [
         f"# sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''}: {metrics['split']} "
-        f"({metrics['n_predicted']} of {metrics['n_questions']} questions"
-        f"{'' if metrics['complete'] else ', incomplete'})",
+        f"({questions_summary(metrics)})",
         "",
         f"Model `{metrics['model']}`, decomposition `{opts.get('decomposition')}`, top-k {opts.get('k')}, "
         f"index `{index.get('corpus') or ('preset:' + index['preset'] if index.get('preset') else '?')}` "

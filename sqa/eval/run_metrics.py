@@ -238,7 +238,10 @@ def compute_metrics(
         "n_questions": len(questions),
         "protocol": options.protocol or None,  # the named question set, as in run.json
         "question_set": question_set(options.protocol, len(questions)),
-        "complete": len(predictions) == len(questions),
+        "questions_in_set": (full := questions_in_set(options)),
+        "limit": options.limit,
+        # every question of the split / named set answered: False for a --limit cut (issue 48)
+        "complete": len(predictions) == len(questions) and (full is None or len(questions) >= full),
         "Accuracy": scores.get("Accuracy"),
         "Accuracy_interval95": accuracy_interval95(rows),
         "AUC": auc_of(rows),
@@ -317,6 +320,34 @@ def method_summary(done: dict[str, dict], questions: Sequence[Question]) -> dict
         "note": "cost counted by the method's toolbox (sqa.methods.toolbox): calls to the model (n samples in one "
         "request count once), prompt tokens as sent (cached prefixes included), retrievals = searches",
     }
+
+
+def questions_in_set(options: EvalOptions) -> int | None:
+    """How many questions the run's question set has before ``--limit`` cuts it: the named
+    protocol's (``sqa.eval.protocols``), else the split's; None for a ``--dataset`` file or list
+    (``custom``), whose size before the cut is not recorded."""
+    from sqa.strategyqa import SPLITS, load_questions
+
+    if options.protocol:
+        from sqa.eval.protocols import get_protocol
+
+        p = get_protocol(options.protocol)
+        return p.n or len(load_questions(p.split))
+    return len(load_questions(options.split)) if options.split in SPLITS else None
+
+
+def questions_summary(metrics: dict) -> str:
+    """How many questions a run answered of how many, in words, from its ``metrics.json``:
+    ``"229 of 229 questions"``, ``"first 5 of 229 questions (--limit 5)"`` for a cut,
+    ``"3 answered of the first 5 of 229 questions (--limit 5)"`` for an unfinished cut,
+    ``"100 of 229 questions, incomplete"`` for an unfinished run. Files written before
+    ``questions_in_set`` was recorded read as before (``n_predicted`` of ``n_questions``)."""
+    done, n = metrics.get("n_predicted", metrics.get("n")), metrics.get("n_questions")
+    full = metrics.get("questions_in_set")
+    if full is None or n is None or n >= full:
+        return f"{done} of {n} questions{'' if done == n else ', incomplete'}"
+    cut = f"first {n} of {full} questions (--limit {metrics.get('limit') or n})"
+    return cut if done == n else f"{done} answered of the {cut}"
 
 
 def zero_shot_cut(options: EvalOptions) -> bool:

@@ -97,11 +97,15 @@ def print_comparison(comparison, console: Console | None = None) -> None:
         f"Paired differences A - B: 95 % paired-bootstrap interval ({comparison.resamples:,} resamples, "
         f"seed {comparison.seed}); McNemar's exact test on the questions only one run got right."
     )
-    for p in comparison.pairs:
+    many = len(comparison.runs) > 2  # Holm-adjusted p-values beside the raw ones (Holm 1979)
+    if many:
+        console.print(f"Holm p: McNemar p adjusted for the {len(comparison.pairs)} pairs (Holm 1979).")
+    for p, holm in zip(comparison.pairs, comparison.holm_p):
         console.print(
             f"[bold]A {p.a}[/bold] vs [bold]B {p.b}[/bold] ({p.n} questions): Accuracy "
             f"{p.accuracy_a:.3f} vs {p.accuracy_b:.3f}, difference {_pct(p.difference, True)} "
-            f"{_interval(p.interval95)}, McNemar p = {p.mcnemar_p:.4f}; only A right {p.only_a}, "
+            f"{_interval(p.interval95)}, McNemar p = {p.mcnemar_p:.4f}"
+            f"{f' (Holm p = {holm:.4f})' if many else ''}; only A right {p.only_a}, "
             f"only B right {p.only_b}, both right {p.both_right}, both wrong {p.both_wrong}",
             highlight=False,
         )
