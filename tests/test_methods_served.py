@@ -166,6 +166,10 @@ def test_several_methods_run_on_the_same_questions_and_are_compared(tmp_path, go
         assert r.returncode == 0, r.stderr[-2000:]
         compared = json.loads((tmp_path / "m" / "compare.json").read_text())
         assert [run["name"] for run in compared["runs"]] == ["cot", "rag"]
+        cot, rag = compared["runs"]
+        assert cot["cost"]["calls"] == 1.0 and cot["cost"]["retrievals"] == 0.0 and rag["cost"]["retrievals"] == 1.0
+        shown = run_sqa(["compare", tmp_path / "m" / "cot", tmp_path / "m" / "rag"], env={"COLUMNS": "200"})
+        assert "calls, generated tokens, retrievals, seconds" in " ".join(shown.stdout.split())
         for name in ("cot", "rag"):
             assert json.loads((tmp_path / "m" / name / "run.json").read_text())["options"]["method"] == name
         assert (tmp_path / "m" / "compare.html").exists()

@@ -75,7 +75,9 @@ class RunData:
 class RunStats:
     """One run on the shared questions: ``n_answered`` labelled questions in the run,
     ``left_out`` of them not shared by every run; Accuracy (fraction) and its 95 % interval;
-    mean Recall@10 (None where undefined)."""
+    mean Recall@10 (None where undefined); ``cost``: a method's (``sqa.methods``) mean cost per
+    shared question, from its traces' ``method.cost`` (None for the readers, or from
+    predictions.json alone)."""
 
     name: str
     path: str
@@ -86,6 +88,7 @@ class RunStats:
     accuracy: float
     interval95: list[float]
     recall: float | None = None
+    cost: dict | None = None  # a method's mean cost per shared question (calls, tokens, retrievals, seconds)
 
 
 @dataclass
@@ -241,6 +244,22 @@ def load_run(path: str | Path) -> RunData:
     )
 
 
+COST_KEYS = ("calls", "generated_tokens", "prompt_tokens", "retrievals", "seconds")
+
+
+def method_cost(run: RunData, qids: list[str]) -> dict | None:
+    """Mean ``method.cost`` over ``qids`` of a method's run (a key is None where a question lacks
+    it, e.g. tokens a model did not count); None when the run's records carry no method cost."""
+    costs = [(run.records.get(q) or {}).get("method", {}).get("cost") for q in qids]
+    if not qids or not all(isinstance(c, dict) for c in costs):
+        return None
+    out = {}
+    for k in COST_KEYS:
+        values = [c.get(k) for c in costs]
+        out[k] = None if any(v is None for v in values) else round(sum(values) / len(values), 3)
+    return out
+
+
 def _bootstrap_interval(diffs, rng, resamples: int) -> list[float]:
     """95 % percentile interval of the mean of ``diffs`` over ``resamples`` paired resamples."""
     import numpy as np
@@ -329,6 +348,7 @@ def compare_loaded(runs: Sequence[RunData], seed: int = SEED, resamples: int = R
                 accuracy=sum(x["correct"] for x in rows) / len(rows),
                 interval95=accuracy_interval95(rows),
                 recall=sum(x["recall"] for x in rows) / len(rows) if r.has_recall else None,
+                cost=method_cost(r, qids),
             )
         )
     pairs = []

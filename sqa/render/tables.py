@@ -86,11 +86,22 @@ def print_comparison(comparison, console: Console | None = None) -> None:
     runs.add_column("Accuracy (95 % interval)", justify="right")
     if any(r.recall is not None for r in comparison.runs):
         runs.add_column("Recall@10", justify="right")
+    costs = any(r.cost for r in comparison.runs)
+    if costs:  # a method's cost beside its accuracy
+        runs.add_column("per question: calls, generated tokens, retrievals, seconds", justify="right")
     runs.add_column("left out", justify="right")
     for r in comparison.runs:
         cells = [r.name, r.label, f"{r.accuracy:.3f} {_interval(r.interval95)} {r.correct}/{n}"]
-        if len(runs.columns) == 5:
+        if any(x.recall is not None for x in comparison.runs):
             cells.append(_pct(r.recall))
+        if costs:
+            c = r.cost or {}
+            cells.append(
+                ", ".join(
+                    "–" if c.get(k) is None else f"{c[k]:.1f}"
+                    for k in ("calls", "generated_tokens", "retrievals", "seconds")
+                )
+            )
         runs.add_row(*cells, str(r.left_out))
     console.print(runs)
     console.print(
