@@ -8,7 +8,7 @@ The public API (docs/python.md shows each with its output):
 - :class:`Reader`: a preset's reader over an index and a model; ``reader.ask(question)`` ->
   :class:`Answer`, ``reader.ask_many(questions)``.
 - :func:`evaluate`: a reader over a split or question file into a resumable run folder -> :class:`Run`;
-  :func:`compare`: paired statistics of runs; :func:`load_questions`; :func:`score` (the official metrics);
+  :func:`compare`: paired statistics of runs (a :class:`Comparison`); :func:`load_questions`; :func:`score` (the official metrics);
   :func:`presets`: the reader presets by name with one line each.
 - Errors: every error meant for the user is an :class:`SqaError`; catch a subclass to act on one
   kind (:class:`BadInput`, :class:`RunNotFound`, :class:`IndexNotFound`, :class:`ModelNotFound`, :class:`HeadNotFound`,
@@ -35,6 +35,7 @@ _EXPORTS = {
     "Question": "sqa.types",
     "evaluate": "sqa.api.evaluate",
     "compare": "sqa.api.evaluate",
+    "Comparison": "sqa.eval.compare",
     "Run": "sqa.eval.results",
     "load_questions": "sqa.api.questions",
     "presets": "sqa.presets",

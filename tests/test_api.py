@@ -79,6 +79,7 @@ EXPORTED = [
     "StoreMismatch",
     "__version__",
     "compare",
+    "Comparison",
     "evaluate",
     "load_questions",
     "presets",

@@ -98,6 +98,12 @@ def test_eval_through_the_real_reasoner_resume_and_score(tmp_path, gold_index, s
     assert main(args) == 0
     stdout = capsys.readouterr().out
     assert "complete: 3/3 questions (3 new)" in stdout
+    # a --limit cut is said to be one, in the summary line, metrics.json, report.md and report.html
+    cut = "first 3 of 229 questions (--limit 3)"
+    assert cut in " ".join(stdout.split()) and cut in (out / "report.md").read_text().splitlines()[0]
+    assert (
+        cut in (out / "report.html").read_text() and json.loads((out / "metrics.json").read_text())["complete"] is False
+    )
     for name in ("run.json", "traces.jsonl", "predictions.json", "metrics.json", "report.md", "report.png"):
         assert (out / name).stat().st_size > 0
     traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]

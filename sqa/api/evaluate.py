@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence, Union
@@ -13,6 +14,8 @@ from sqa.eval.results import Run, default_run_dir
 from sqa.types import BadInput, Question
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from sqa.api.reader import Reader
 
 
@@ -74,7 +77,7 @@ def evaluate(
     strict: bool = False,
     replace_heads: bool = False,
     answering: str = "auto",
-    progress: Callable | None = None,
+    progress: Union[Callable, bool, "Console", None] = None,
     on_note: Callable[[str], None] = lambda s: None,
 ) -> Run:
     """Answer the questions of ``split`` with ``reader`` (an :class:`sqa.Reader`) into the run
@@ -103,7 +106,10 @@ def evaluate(
     ``out`` continues where a run stopped; Ctrl-C saves what is done and returns the Run with
     ``interrupted`` True.
 
-    ``progress`` gets ``sqa.eval.runner.EvalProgress`` (done, total, correct, scored, cost) at the
+    ``progress``: by default (None or True) a rich progress bar on stderr, drawn in a terminal and
+    in Jupyter (``sqa.render.progress.EvalProgress``: questions done, rate, ETA, running Accuracy;
+    nothing in a log; Jupyter needs ipywidgets installed, as rich's live display does); a ``rich.console.Console`` to draw it on; False for none; or a callback that
+    gets ``sqa.eval.runner.EvalProgress`` (done, total, correct, scored, cost) at the
     start and after each question, or ``sqa.eval.oof.OofProgress`` events for an out-of-fold run;
     ``on_note(line)``: which answer head answers, or why a cut is answered zero-shot. ``features_cache``: a features file whose
     questions are not read again (facts reader, one head). Raises :class:`sqa.types.BadInput` for
@@ -180,29 +186,30 @@ def evaluate(
             )
         from sqa.api.out_of_fold import run_out_of_fold
 
-        return run_out_of_fold(
-            OofOptions(
-                split=qs.split,
-                questions=qs.questions,
-                model=model,
-                index_dir=reader.index_dir,
-                backend=reader.backend,
-                k=reader.k,
-                folds=folds,
-                retrieval=preset.retrieval,
-                limit=limit,
-                out=Path(out) if out else None,
-                pool=pool[0],
-                settings=pool[1],
-                dataset=qs.dataset,
-                preset=preset.name,
-                stem=qs.stem,
-                base_url=reader.base_url,
-                protocol=protocol,
-                replace_heads=replace_heads,
-            ),
-            progress,
-        )
+        with _drawer(progress, qs.stem) as progress:
+            return run_out_of_fold(
+                OofOptions(
+                    split=qs.split,
+                    questions=qs.questions,
+                    model=model,
+                    index_dir=reader.index_dir,
+                    backend=reader.backend,
+                    k=reader.k,
+                    folds=folds,
+                    retrieval=preset.retrieval,
+                    limit=limit,
+                    out=Path(out) if out else None,
+                    pool=pool[0],
+                    settings=pool[1],
+                    dataset=qs.dataset,
+                    preset=preset.name,
+                    stem=qs.stem,
+                    base_url=reader.base_url,
+                    protocol=protocol,
+                    replace_heads=replace_heads,
+                ),
+                progress,
+            )
     head_obj = head_id = None
     if zero_shot_cut:
         from sqa.pipeline import zero_shot_identity
@@ -259,15 +266,35 @@ def evaluate(
     check_run_file(out_dir, options, info, record)  # refuse a mismatched folder before the model loads
     if head_obj is not None:  # a served model's unchecked head is warned as the reader is built
         on_note(f"answer head {head_obj.source} (fitted on {record['head']['fitted_on']:,} questions)")
-    summary = run_eval(
-        options,
-        out_dir,
-        _reader_for(reader, head_obj, features_cache, zero_shot=bool(zero_shot_cut)),
-        questions=qs.questions,
-        index_info=info,
-        on_progress=progress,
-    )
+    with _drawer(progress, qs.stem) as progress:
+        summary = run_eval(
+            options,
+            out_dir,
+            _reader_for(reader, head_obj, features_cache, zero_shot=bool(zero_shot_cut)),
+            questions=qs.questions,
+            index_info=info,
+            on_progress=progress,
+        )
     return Run.from_summary(summary)
+
+
+@contextmanager
+def _drawer(progress, label: str):
+    """The ``progress`` callback :func:`evaluate` passes on, as a context (see its doc): a rich
+    bar (``sqa.render.progress.EvalProgress``, started and stopped around the run) for None, True
+    or a Console; None for False; a callback as given."""
+    from rich.console import Console
+
+    if progress is False:
+        yield None
+    elif progress is None or progress is True or isinstance(progress, Console):
+        from sqa.render import progress as drawers
+
+        console = progress if isinstance(progress, Console) else drawers.default_console()
+        with drawers.EvalProgress(console, label) as bar:
+            yield bar
+    else:
+        yield progress
 
 
 def _reader_for(reader: "Reader", head, features_cache, zero_shot: bool = False) -> Callable:

@@ -146,7 +146,8 @@ class Run:
 
     @property
     def complete(self) -> bool:
-        """Every question of the run is answered."""
+        """Every question of the run is answered (of a ``--limit`` cut, the cut's: ``metrics["complete"]``
+        says whether the run covers its whole split or named question set)."""
         return self.done == self.total
 
     @property

@@ -328,10 +328,10 @@ def questions_in_set(options: EvalOptions) -> int | None:
     (``custom``), whose size before the cut is not recorded."""
     from sqa.strategyqa import SPLITS, load_questions
 
-    if options.protocol:
-        from sqa.eval.protocols import get_protocol
+    from sqa.eval.protocols import PROTOCOLS
 
-        p = get_protocol(options.protocol)
+    p = PROTOCOLS.get(options.protocol or "")
+    if p is not None:
         return p.n or len(load_questions(p.split))
     return len(load_questions(options.split)) if options.split in SPLITS else None
 

@@ -22,13 +22,31 @@ from rich.progress import (
 from rich.text import Text
 
 
+def default_console() -> Console:
+    """The console :func:`sqa.evaluate` draws its progress on when given no ``progress``: stderr."""
+    return Console(stderr=True)
+
+
+def drawn(console: Console) -> bool:
+    """Whether a bar is drawn on ``console``: a terminal or a Jupyter notebook (rich renders in
+    both); a log (stderr redirected to a file) gets none."""
+    return bool(console.is_terminal or console.is_jupyter)
+
+
+def rate_text(speed: float | None) -> str:
+    """Questions per second as read by a person: ``"2.50 q/s"`` at one question a second or more,
+    ``"89.0 s/q"`` (seconds per question) below, ``"– s/q"`` before the first question."""
+    if not speed:
+        return "– s/q"
+    return f"{speed:.2f} q/s" if speed >= 1 else f"{1 / speed:.1f} s/q"
+
+
 class _RateColumn(ProgressColumn):
-    """Questions per second over the whole session (rich's own speed window is too short when one
-    batch takes minutes on CPU)."""
+    """The rate over the whole session (:func:`rate_text`; rich's own speed window is too short
+    when one batch takes minutes on CPU)."""
 
     def render(self, task) -> Text:
-        speed = task.speed
-        return Text(f"{speed:.3f} q/s" if speed else "– q/s", style="progress.data.speed")
+        return Text(rate_text(task.speed), style="progress.data.speed")
 
 
 class _Drawer:
@@ -52,9 +70,7 @@ class EvalProgress(_Drawer):
         cols = (TextColumn("[bold]eval {task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn())
         cols += (TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[acc]}"))
         # speed over the whole session; no bar frame in logs
-        self.progress = Progress(
-            *cols, console=console, speed_estimate_period=24 * 3600.0, disable=not console.is_terminal
-        )
+        self.progress = Progress(*cols, console=console, speed_estimate_period=24 * 3600.0, disable=not drawn(console))
         self.oof, self.label, self.task = OofDrawer(console), label, None
 
     def __exit__(self, *exc) -> None:
@@ -111,7 +127,7 @@ class OofDrawer:
         if self.bar is None:
             cols = (TextColumn("[bold]features"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
             cols += (TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-            self.bar = Progress(*cols, console=err, disable=not err.is_terminal)
+            self.bar = Progress(*cols, console=err, disable=not drawn(err))
             self.bar.start()
             self.task = self.bar.add_task("features", total=p.total, completed=p.done, rate="")
             self.first = p.done

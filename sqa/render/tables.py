@@ -181,7 +181,12 @@ def run_line(run) -> str:
     if m and "out_of_fold" in m:
         return f"complete: {run.done}/{run.total} questions, {m['out_of_fold']['scheme']} -> {run.path} ({files})"
     state = "interrupted" if run.interrupted else ("complete" if run.complete else "incomplete")
-    return f"{state}: {run.done}/{run.total} questions ({run.new} new) -> {run.path} ({files})"
+    cut = ""
+    if m and m.get("complete") is False and m.get("questions_in_set"):  # a --limit cut says so (issue 48)
+        from sqa.eval.run_metrics import questions_summary
+
+        cut = f"; {questions_summary(m)}"
+    return f"{state}: {run.done}/{run.total} questions ({run.new} new) -> {run.path} ({files}){cut}"
 
 
 def heads_table(entries) -> Table:
