@@ -67,7 +67,7 @@ def evaluate(model, method, out, index_dir=None, limit=3, **settings):
     reader = sqa.Reader(
         model=model, method=method, settings=MethodSettings(method, **settings) if settings else None, index=index_dir
     )
-    return sqa.evaluate(reader, "dev", limit=limit, out=out, progress=None)
+    return sqa.evaluate(reader, "dev", limit=limit, out=out, progress=False)
 
 
 def traces(run_dir) -> list[dict]:
@@ -345,7 +345,7 @@ def test_docs_own_method_runs_through_sqa_evaluate_and_sqa_eval(tmp_path, monkey
 def test_a_protocol_pins_a_papers_settings_for_the_methods_that_read_them(tmp_path):
     m = MethodModel()
     reader = sqa.Reader(model=m, method="cot")
-    run = sqa.evaluate(reader, protocol="dragin-1000", limit=2, out=tmp_path / "cot", progress=None)
+    run = sqa.evaluate(reader, protocol="dragin-1000", limit=2, out=tmp_path / "cot", progress=False)
     recorded = json.loads((tmp_path / "cot" / "run.json").read_text())["options"]
     assert recorded["protocol"] == "dragin-1000" and recorded["split"] == "train"
     assert recorded["method_settings"] == {
@@ -358,5 +358,5 @@ def test_a_protocol_pins_a_papers_settings_for_the_methods_that_read_them(tmp_pa
     assert run.metrics["question_set"]["settings"]["k"] == 3
     given = sqa.Reader(model=m, method="cot", settings=MethodSettings("cot", answer_rule="answer-is"))
     with pytest.raises(BadInput, match="--protocol dragin-1000 pins --answer-rule answer-is-else-no"):
-        sqa.evaluate(given, protocol="dragin-1000", limit=2, out=tmp_path / "clash", progress=None)
+        sqa.evaluate(given, protocol="dragin-1000", limit=2, out=tmp_path / "clash", progress=False)
     assert not (tmp_path / "clash").exists()

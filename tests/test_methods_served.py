@@ -149,7 +149,7 @@ def test_questions_go_to_the_server_at_once_at_its_measured_concurrency(tmp_path
             monkeypatch.setenv("SQA_OPENAI_CONCURRENCY", conc)
             reader = sqa.Reader(model="openai:fake-reader", base_url=server.url, method="cot")
             slots[conc] = reader.pipeline.model.capabilities.concurrency
-            run = sqa.evaluate(reader, "dev", limit=40, out=tmp_path / conc, progress=None)
+            run = sqa.evaluate(reader, "dev", limit=40, out=tmp_path / conc, progress=False)
             assert run.metrics["n"] == 40
             times[conc] = run.metrics["seconds_per_question"] * 40  # inside answer_batch: reports not counted
             reader.close()
