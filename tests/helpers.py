@@ -381,7 +381,10 @@ class StandIn:
     - ``bad``: None, "null" / "nan" / "inf" / "absurd" (that value in place of the Yes logprob),
       "malformed" (a body that is not JSON), "cut" (a body shorter than its Content-Length);
     - ``answer_as``: the ``model`` field of answers (default: the model asked for); ``key``: a key
-      the server wants (401 otherwise); ``latency``/``serial``: seconds per answer, one at a time.
+      the server wants (401 otherwise); ``latency``/``serial``: seconds per answer, one at a time;
+    - ``echo_auth``: 401 / 403 / 500 (every request is answered with that status and an error
+      body that echoes the request's ``Authorization`` header, as some proxies do) or "answer"
+      (answers carry the header in their ``id`` and ``system_fingerprint``).
 
     Records ``requests`` (path, body; POSTs), counts ``gets`` and counts ``question_requests`` (those whose prompt holds
     ``Question:`` but is none of sqa's load-time probes). P(yes) is a deterministic function of the
@@ -399,7 +402,7 @@ class StandIn:
 
         self.model, self.completions, self.chat, self.prefill, self.bad = model, "ok", "ok", "continue", None
         self.honor_no_thinking, self.strict, self.answer_as, self.key = False, False, None, None
-        self.latency, self.serial, self.user_pass = 0.0, False, None
+        self.latency, self.serial, self.user_pass, self.echo_auth = 0.0, False, None, None
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
         self.gets = 0  # GET requests (/v1/models)
@@ -425,6 +428,9 @@ class StandIn:
             def _authorised(self) -> bool:
                 got = self.headers.get("Authorization", "")
                 outer.auth.add(got)
+                if isinstance(outer.echo_auth, int):
+                    self._send(outer.echo_auth, {"error": {"message": f"denied; you sent Authorization: {got}"}})
+                    return False
                 if outer.key is not None and got != f"Bearer {outer.key}" and got != outer.key:
                     self._send(401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}})
                     return False
@@ -480,7 +486,10 @@ class StandIn:
                     return self._send(200, None, raw=b'{"id": "cmpl-1", "choices": [')
                 if outer.bad == "cut" and "Question:" in _json.dumps(req):
                     return self._send(200, None, raw=b'{"id": "cmpl-1", "choi', length=400)
-                return self._send(200, outer.answer(kind, req, mode))
+                ans = outer.answer(kind, req, mode)
+                if outer.echo_auth == "answer":
+                    ans["id"] = ans["system_fingerprint"] = self.headers.get("Authorization", "")
+                return self._send(200, ans)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

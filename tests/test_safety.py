@@ -1,0 +1,108 @@
+"""Issue 50: nothing leaked, destroyed or silently wrong on the newest paths (credentials a
+server echoes, output files that are not files, ``heads rm``, garbled read-outs, model names,
+the Python API's inputs, control sequences in names, ``sqa compare``'s cost)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sqlite3
+import subprocess
+from urllib.parse import quote
+
+import pytest
+
+from helpers import StandIn, sqa_argv, write_log_odds_head
+
+USER, PASSWORD, KEY = "bob", "Pw9/SecretXY", "sk-test-Zq81SecretKey"
+
+
+def _forms(user: str | None, password: str | None, key: str | None) -> list[str]:
+    out = []
+    if password:
+        pair = f"{user}:{password}".encode()
+        out += [password, quote(password, safe=""), base64.b64encode(pair).decode(), "SecretXY"]
+        out += [base64.b64encode(pair).decode().rstrip("=")]
+    if key:
+        out += [key, "SecretKey"]
+    return out
+
+
+def _sqa(args, home, env_extra, debug=False):
+    env = {**os.environ, "SQA_HOME": str(home), "SQA_OPENAI_MAX_RETRIES": "0", **env_extra}
+    env.pop("SQA_DEBUG", None)
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("SQA_OPENAI_API_KEY", None)
+    env.update(env_extra)
+    if debug:
+        env["SQA_DEBUG"] = "1"
+    return subprocess.run(sqa_argv() + [str(a) for a in args], capture_output=True, text=True, env=env, timeout=60)
+
+
+@pytest.mark.parametrize("code", [401, 403, 500])
+@pytest.mark.parametrize("how", ["basic", "key"])
+def test_echoed_authorization_is_never_shown(tmp_path, code, how):
+    """A server that echoes the ``Authorization`` header in its 401/403/500 error body: the error
+    line and the ``SQA_DEBUG=1`` traceback hold neither the password (as typed, percent-encoded),
+    nor the base64 of ``user:password`` (Basic), nor the bearer key."""
+    server = StandIn(echo_auth=code)
+    try:
+        head = write_log_odds_head(tmp_path / "h.json")
+        url = server.url.replace("http://", f"http://{USER}:{PASSWORD}@") if how == "basic" else server.url
+        env = {"SQA_OPENAI_API_KEY": KEY} if how == "key" else {}
+        args = ["ask", "Is the sun a star?", "--no-retrieval", "--head", head, "--model", "openai:fake-reader"]
+        args += ["--base-url", url]
+        forms = _forms(USER, PASSWORD, None) if how == "basic" else _forms(None, None, KEY)
+        sent = {a for a in server.auth if a}
+        for debug in (False, True):
+            r = _sqa(args, tmp_path / "home", env, debug=debug)
+            assert r.returncode == 2, r.stderr[-2000:]
+            assert f"{code}" in r.stderr or "HTTP" in r.stderr, r.stderr[-2000:]
+            sent = {a for a in server.auth if a}
+            assert sent, "the stand-in saw no Authorization header"
+            shown = r.stdout + r.stderr
+            if code != 401:  # the body is shown, scrubbed
+                assert "denied; you sent Authorization" in shown, shown[-1500:]
+            for f in forms:
+                assert f not in shown, (f, shown[-1500:])
+        assert any(("Basic " if how == "basic" else "Bearer ") in a for a in sent)
+    finally:
+        server.close()
+
+
+def test_server_url_and_options_repr_hide_the_password():
+    from sqa.models.served_url import ServedOptions, parse_base_url
+
+    raw = f"http://{USER}:{PASSWORD}@127.0.0.1:8000/v1"
+    u = parse_base_url(raw)
+    assert u.password == PASSWORD  # still sent
+    for text in (repr(u), str(u), repr(ServedOptions.of(raw)), str(ServedOptions.of([raw]))):
+        assert "127.0.0.1:8000" in text
+        for f in _forms(USER, PASSWORD, None):
+            assert f not in text, text
+
+
+@pytest.mark.parametrize("how", ["basic", "key"])
+def test_response_cache_never_stores_an_echoed_credential(tmp_path, how):
+    """A server that puts the ``Authorization`` header it got into its answers: nothing holding
+    the credential reaches the response cache (``$SQA_HOME/cache/responses/responses.sqlite``) or
+    the output."""
+    server = StandIn(echo_auth="answer")
+    try:
+        head = write_log_odds_head(tmp_path / "h.json")
+        url = server.url.replace("http://", f"http://{USER}:{PASSWORD}@") if how == "basic" else server.url
+        env = {"SQA_OPENAI_API_KEY": KEY} if how == "key" else {}
+        args = ["ask", "Is the sun a star?", "--no-retrieval", "--head", head, "--model", "openai:fake-reader"]
+        r = _sqa(args + ["--base-url", url, "--json"], tmp_path / "home", env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        db = tmp_path / "home" / "cache" / "responses" / "responses.sqlite"
+        assert db.is_file()
+        with sqlite3.connect(db) as c:
+            rows = [str(row) for t in ("responses", "loads") for row in c.execute(f"SELECT * FROM {t}")]
+        assert rows and any("***" in row for row in rows)  # the echo was there, and was scrubbed
+        blob = "\n".join(rows) + r.stdout + r.stderr
+        forms = _forms(USER, PASSWORD, None) if how == "basic" else _forms(None, None, KEY)
+        for f in forms:
+            assert f not in blob, f
+    finally:
+        server.close()
