@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from helpers import StandIn, sqa_argv, write_log_odds_head
+from helpers import StandIn, one_error_line, run_sqa, sqa_argv, write_log_odds_head
 
 USER, PASSWORD, KEY = "bob", "Pw9/SecretXY", "sk-test-Zq81SecretKey"
 
@@ -106,3 +106,89 @@ def test_response_cache_never_stores_an_echoed_credential(tmp_path, how):
             assert f not in blob, f
     finally:
         server.close()
+
+
+# -- item 1: output files that are not regular files -------------------------------------------------
+
+
+def _two_runs(tmp_path):
+    from test_compare import write_run
+
+    from sqa.strategyqa import load_questions
+
+    qs = load_questions("dev")[:6]
+    a = write_run(tmp_path / "A", "dev", {q.qid: q.answer for q in qs})
+    b = write_run(tmp_path / "B", "dev", {q.qid: not q.answer for q in qs}, preset="no-retrieval", retrieval=False)
+    return a, b
+
+
+def _targets(tmp_path):
+    """(name, path, check-after) for a FIFO, a symlink to a file, a dangling symlink, a directory
+    and a symlink planted at ``<name>.tmp``."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.html"
+    link.symlink_to(victim)
+    dangling = tmp_path / "dangling.html"
+    dangling.symlink_to(tmp_path / "nowhere" / "x")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    planted = tmp_path / "planted.html"
+    (tmp_path / "planted.html.tmp").symlink_to(victim)
+
+    def unchanged():
+        import stat
+
+        assert victim.read_text() == "keep me\n"
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and link.is_symlink() and dangling.is_symlink()
+        assert folder.is_dir() and not (tmp_path / "nowhere").exists()
+        assert (tmp_path / "planted.html.tmp").is_symlink()
+
+    return [("fifo", fifo), ("link", link), ("dangling", dangling), ("folder", folder), ("planted", planted)], unchanged
+
+
+def test_compare_html_never_replaces_a_fifo_link_or_folder(tmp_path):
+    """``sqa compare A B --html X`` with X a FIFO, a link (to a file, dangling), a directory, or
+    with a link planted at ``X.tmp``: one line naming the path, exit 2, nothing there changed."""
+    a, b = _two_runs(tmp_path)
+    targets, unchanged = _targets(tmp_path)
+    for name, path in targets:
+        r = run_sqa(["compare", a, b, "--html", path], timeout=60)
+        line = one_error_line(r)
+        shown = str(path) + (".tmp" if name == "planted" else "")
+        assert shown in line and "not a regular file" in line, (name, line)
+        unchanged()
+    r = run_sqa(["compare", a, b, "--html", tmp_path / "new.html"], timeout=60)
+    assert r.returncode == 0 and (tmp_path / "new.html").is_file(), r.stderr[-2000:]
+
+
+def test_every_writer_refuses_a_fifo_link_or_folder(tmp_path):
+    """The writers behind ``--out``/report files (run JSON files, report.md, report.html, the
+    predictions file, an answer head) apply the same rule: BadInput naming the path."""
+    from sqa.eval.html import write_comparison_html
+    from sqa.eval.leaderboard import write_predictions
+    from sqa.eval.report import write_markdown
+    from sqa.jsonio import write_json_atomic
+    from sqa.types import BadInput
+
+    a, b = _two_runs(tmp_path)
+    from sqa.eval.compare import compare_runs
+
+    comparison = compare_runs([a, b])
+    m = __import__("json").loads((a / "run.json").read_text())
+    writers = {
+        "json": lambda p: write_json_atomic(p, {"x": 1}),
+        "md": lambda p: write_markdown(p, m, []),
+        "html": lambda p: write_comparison_html(p, comparison),
+        "predictions": lambda p: write_predictions({}, p),
+        "head": lambda p: write_log_odds_head(p),
+    }
+    targets, unchanged = _targets(tmp_path)
+    for wname, write in writers.items():
+        for name, path in targets:
+            with pytest.raises(BadInput) as e:
+                write(path)
+            assert str(path) in str(e.value) and "not a regular file" in str(e.value), (wname, name, e.value)
+            unchanged()
