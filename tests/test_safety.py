@@ -192,3 +192,66 @@ def test_every_writer_refuses_a_fifo_link_or_folder(tmp_path):
                 write(path)
             assert str(path) in str(e.value) and "not a regular file" in str(e.value), (wname, name, e.value)
             unchanged()
+
+
+# -- item 2: heads rm and --replace-heads -----------------------------------------------------------
+
+
+def _plain_head(n: int, prompt: str | None = None):
+    import numpy as np
+
+    from sqa.facts.head import AnswerHead, FeatureSpec
+
+    prov = {"kind": "plain", "fitted_qids": [f"q{i}" for i in range(n)], **({"prompt": prompt} if prompt else {})}
+    return AnswerHead(FeatureSpec((), ("plain",)), np.ones(1, dtype=np.float32), 0.0, "m", None, prov)
+
+
+def test_heads_rm_removes_only_heads(tmp_path):
+    """``sqa heads rm`` refuses, by name and without removing it, a file that is not a head: a
+    note, a JSON file named as a head holding other text, a link to a head, a folder; it removes a
+    head and a damaged head (JSON text, which ``choose_head`` tells to remove)."""
+    from sqa.facts.heads import head_file_name
+
+    heads = tmp_path / "heads"
+    heads.mkdir()
+    head = _plain_head(5).save(heads / head_file_name("m", "plain", "facts-v1-k10", ["a"]))
+    damaged = heads / "m.plain.facts-v1-k10.n3-00000000.json"
+    damaged.write_text('{"format": 1, "model": "m", "coef": [')
+    others = {
+        "notes.txt": "my notes\n",
+        "notes.json": '{"a": 1}',
+        "m.plain.fake.n1-1.json": "not a head at all\n",
+    }
+    for name, text in others.items():
+        (heads / name).write_text(text)
+    (heads / "m.plain.link.n1-2.json").symlink_to(head)
+    (heads / "m.plain.dir.n1-3.json").mkdir()
+    env = {"SQA_HOME": str(tmp_path)}
+    for name in [*others, "m.plain.link.n1-2.json", "m.plain.dir.n1-3.json"]:
+        line = one_error_line(run_sqa(["heads", "rm", name], env=env, timeout=60))
+        assert name in line and "nothing was removed" in line, line
+        assert os.path.lexists(heads / name)
+    assert head.exists()
+    for p in (head, damaged):
+        r = run_sqa(["heads", "rm", p.name], env=env, timeout=60)
+        assert r.returncode == 0 and not p.exists(), r.stderr
+
+
+def test_replace_heads_names_and_keeps_other_settings_and_forms(tmp_path, monkeypatch):
+    """``--replace-heads`` (``save_heads(replace=True)``) removes only the model's heads of the same
+    kind, settings and prompt form, and names each; chat-form heads, other settings and the
+    older ``<model>.<kind>.json`` stay."""
+    from sqa.facts.heads import save_heads
+    from sqa.facts.prompt import prompt_version
+
+    monkeypatch.setenv("SQA_HOME", str(tmp_path))
+    ((same, _),) = save_heads({"plain": _plain_head(20)}, "m", "facts-v1-k10")
+    ((other_k, _),) = save_heads({"plain": _plain_head(21)}, "m", "facts-v1-k5")
+    chat = prompt_version("chat")
+    ((chat_head, _),) = save_heads({"plain": _plain_head(54, chat)}, "m", f"{chat}-k10")
+    legacy = _plain_head(7).save(tmp_path / "heads" / "m.plain.json")
+    said: list[str] = []
+    ((new, _),) = save_heads({"plain": _plain_head(30)}, "m", "facts-v1-k10", True, said.append)
+    assert new.exists() and not same.exists()
+    assert other_k.exists() and chat_head.exists() and legacy.exists()
+    assert len(said) == 1 and str(same) in said[0] and "removed" in said[0]
