@@ -378,7 +378,9 @@ class StandIn:
     - ``prefill``: "continue" (``continue_final_message`` continues a final assistant message, as
       vLLM), "always" (a final assistant message is continued, as llama-server), "none" (closed, as
       llama-cpp-python's server); ``strict``: ``continue_final_message`` is refused with 400;
-    - ``bad``: None, "null" / "nan" / "inf" / "absurd" (that value in place of the Yes logprob),
+    - ``bad``: None, "null" / "nan" / "inf" / "absurd" / "text" / "positive" (that value in place
+      of the Yes logprob: null, NaN, +inf, 1e308, "abc", +1000); ``minor``: such answers also list
+      the minor spellings "Yes" (-4) and "No" (-5), as a real server's top logprobs do;
       "malformed" (a body that is not JSON), "cut" (a body shorter than its Content-Length);
     - ``answer_as``: the ``model`` field of answers (default: the model asked for); ``key``: a key
       the server wants (401 otherwise); ``latency``/``serial``: seconds per answer, one at a time;
@@ -402,7 +404,7 @@ class StandIn:
 
         self.model, self.completions, self.chat, self.prefill, self.bad = model, "ok", "ok", "continue", None
         self.honor_no_thinking, self.strict, self.answer_as, self.key = False, False, None, None
-        self.latency, self.serial, self.user_pass, self.echo_auth = 0.0, False, None, None
+        self.latency, self.serial, self.user_pass, self.echo_auth, self.minor = 0.0, False, None, None, False
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
         self.gets = 0  # GET requests (/v1/models)
@@ -528,9 +530,11 @@ class StandIn:
         text, reply = self.text_of(kind, req)
         lo = standin_log_odds(text)
         top = {" Yes": -0.7 + lo / 2, " No": -0.7 - lo / 2, " Maybe": -4.0}
-        bad = {"null": None, "nan": float("nan"), "inf": float("inf"), "absurd": 1e308}
+        bad = {"null": None, "nan": float("nan"), "inf": float("inf"), "absurd": 1e308, "text": "abc", "positive": 1e3}
         if self.bad in bad and "Question:" in text and not any(p in text for p in self.PROBES):
             top = {" Yes": bad[self.bad], " No": bad[self.bad] if self.bad != "absurd" else -1e308}
+            if self.minor:
+                top = {**top, "Yes": -4.0, "No": -5.0}
         think = mode == "think" and not (
             self.honor_no_thinking and (req.get("chat_template_kwargs") or {}).get("enable_thinking") is False
         )

@@ -255,3 +255,55 @@ def test_replace_heads_names_and_keeps_other_settings_and_forms(tmp_path, monkey
     assert new.exists() and not same.exists()
     assert other_k.exists() and chat_head.exists() and legacy.exists()
     assert len(said) == 1 and str(same) in said[0] and "removed" in said[0]
+
+
+# -- item 3: garbled Yes/No logprobs count as missing ------------------------------------------------
+
+GARBLED = {"null": None, "nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "absurd": 1e308}
+GARBLED.update({"positive": 1e3, "below": -1e4, "text": "abc"})
+
+
+@pytest.mark.parametrize("bad", sorted(GARBLED))
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_a_garbled_yes_or_no_is_missing_not_a_minor_spelling(bad, endpoint):
+    """`` Yes`` with a NaN / inf / out-of-range / non-number logprob beside well-formed minor
+    spellings ("Yes" -4, "No" -5): the read-out is missing (log-odds 0), not read from them."""
+    from sqa.models.served_read import answer_position, log_odds, token_positions
+
+    top = {" Yes": GARBLED[bad], " No": -0.2, "Yes": -4.0, "No": -5.0, " Maybe": -3.0}
+    if endpoint == "completions":
+        lp = {"tokens": [" Yes"], "top_logprobs": [top]}
+    else:
+        alts = [{"token": k, "logprob": v} for k, v in top.items()]
+        lp = {"content": [{"token": " Yes", "logprob": -0.1, "top_logprobs": alts}]}
+    resp = {"choices": [{"text": " Yes", "message": {"content": " Yes"}, "logprobs": lp}]}
+    assert log_odds(answer_position(token_positions(resp, endpoint))) == (0.0, "missing")
+    ok = {**top, " Yes": -0.5}
+    resp["choices"][0]["logprobs"] = (
+        {"tokens": [" Yes"], "top_logprobs": [ok]}
+        if endpoint == "completions"
+        else {"content": [{"token": " Yes", "top_logprobs": [{"token": k, "logprob": v} for k, v in ok.items()]}]}
+    )
+    assert log_odds(answer_position(token_positions(resp, endpoint)))[1] == "both"
+
+
+@pytest.mark.parametrize("bad", ["null", "nan", "inf", "absurd", "text", "positive"])
+def test_served_eval_counts_garbled_readouts_as_missing(tmp_path, bad):
+    """Through ``sqa eval`` against a stand-in whose answers list a garbled `` Yes``/`` No`` and the
+    minor spellings: every read-out is counted missing and P(yes) is 0.5 (main read 0.731)."""
+    import json
+
+    from helpers import served_eval_args
+
+    s = StandIn(bad=bad, minor=True)
+    try:
+        out = tmp_path / "run"
+        env = {"SQA_HOME": str(tmp_path / "home"), "SQA_OPENAI_MAX_RETRIES": "0"}
+        r = run_sqa(served_eval_args(s.url, write_log_odds_head(tmp_path / "h.json"), out, limit=3), env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        m = json.loads((out / "metrics.json").read_text())
+        assert m["yes_no_unread"]["missing"] == 3, m["yes_no_unread"]
+        traces = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]
+        assert [t["p_yes"] for t in traces] == [0.5] * 3
+    finally:
+        s.close()
