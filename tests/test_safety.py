@@ -307,3 +307,31 @@ def test_served_eval_counts_garbled_readouts_as_missing(tmp_path, bad):
         assert [t["p_yes"] for t in traces] == [0.5] * 3
     finally:
         s.close()
+
+
+# -- item 5a: a served model's name is checked exactly ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "asked,answered", [("gpt-4", "gpt-4o-mini"), ("Qwen/Qwen2.5-7B", "Qwen2.5-7B-Instruct"), ("m", "org/m")]
+)
+def test_served_model_answering_under_another_name_is_refused(tmp_path, monkeypatch, asked, answered):
+    """From Python: a server answering as ``answered`` when asked for ``asked`` (a name that only
+    starts alike, or shares a last path part) is refused in one line naming both and
+    ``allow_model_alias``; with ``allow_model_alias=True`` it reads."""
+    from sqa.models.openai import OpenAIModel
+    from sqa.types import SqaError
+
+    monkeypatch.setenv("SQA_HOME", str(tmp_path))
+    monkeypatch.setenv("SQA_OPENAI_MAX_RETRIES", "0")
+    s = StandIn(model=asked, answer_as=answered)
+    try:
+        with pytest.raises(SqaError) as e:
+            m = OpenAIModel(asked, s.url, cache=False, concurrency=1)
+            m.yes_probability(["Question: Is water wet?\nAnswer (Yes or No):"])
+        assert repr(answered) in str(e.value) and "allow_model_alias" in str(e.value)
+        m = OpenAIModel(asked, s.url, cache=False, concurrency=1, allow_model_alias=True)
+        assert 0.0 < m.yes_probability(["Question: Is water wet?\nAnswer (Yes or No):"])[0] < 1.0
+        m.close()
+    finally:
+        s.close()
