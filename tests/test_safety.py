@@ -335,3 +335,45 @@ def test_served_model_answering_under_another_name_is_refused(tmp_path, monkeypa
         m.close()
     finally:
         s.close()
+
+
+# -- items 5b / 7c: the Python API checks its inputs --------------------------------------------------
+
+
+def _bad_input(fn, *words):
+    from sqa.types import BadInput
+
+    with pytest.raises(BadInput) as e:
+        fn()
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+    return str(e.value)
+
+
+def test_python_api_refuses_wrong_types_naming_the_argument(tmp_path, monkeypatch):
+    """A str where a list is meant, None, numbers where text is meant, a wrong ``limit`` /
+    ``k`` type or value, a reader that is not a Reader, an unwritable ``out``: BadInput naming
+    the argument (no TypeError/AttributeError from inside sqa, no answer to the question "None")."""
+    import sqa
+    from sqa.api.index import Index
+
+    monkeypatch.setenv("SQA_HOME", str(tmp_path / "home"))
+    idx = Index.__new__(Index)  # the checks come before any engine is asked
+    idx._be = None
+    _bad_input(lambda: idx.get("Laptop-1"), "evidence_ids", "list", "['Laptop-1']")
+    _bad_input(lambda: idx.get([5]), "evidence_ids")
+    _bad_input(lambda: idx.search("laptop", k="3"), "k", "'3'")
+    _bad_input(lambda: idx.search(None), "query")
+    _bad_input(lambda: Index.build(corpus=5, path=tmp_path / "i"), "corpus")
+    _bad_input(lambda: sqa.Reader(model=5), "model")
+    reader = sqa.Reader("no-retrieval", model="fake-model-never-loaded")
+    _bad_input(lambda: reader.ask(None), "question", "NoneType")
+    _bad_input(lambda: reader.ask(5), "question", "int")
+    _bad_input(lambda: reader.ask_many("a question"), "questions", "list")
+    _bad_input(lambda: sqa.evaluate("not a reader"), "reader")
+    _bad_input(lambda: sqa.evaluate(reader, limit="3"), "limit")
+    line = _bad_input(lambda: sqa.evaluate(reader, limit=0), "limit")
+    assert "--limit" not in line
+    _bad_input(lambda: sqa.evaluate(reader, limit=1, out="/proc/sqa-x/run"), "out", "/proc/sqa-x/run")
+    _bad_input(lambda: sqa.score(5), "predictions")
+    assert reader._pipeline is None  # nothing loaded on the way
