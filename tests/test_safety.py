@@ -377,3 +377,34 @@ def test_python_api_refuses_wrong_types_naming_the_argument(tmp_path, monkeypatc
     _bad_input(lambda: sqa.evaluate(reader, limit=1, out="/proc/sqa-x/run"), "out", "/proc/sqa-x/run")
     _bad_input(lambda: sqa.score(5), "predictions")
     assert reader._pipeline is None  # nothing loaded on the way
+
+
+# -- item 7a: names printed to a terminal carry no control sequence -----------------------------------
+
+NASTY = "x\x1b[2J\x1b[H\x1b]0;pwned\x07\x9b31m\x07[red]y"
+
+
+def _no_control(text: str) -> None:
+    assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text, repr(text)
+    assert "[2J" not in text and "pwned" not in text
+
+
+def test_heads_list_and_compare_strip_control_sequences(tmp_path):
+    """A head file and run folders whose names hold a clear-screen sequence, an OSC title, a C1
+    CSI and rich markup: ``sqa heads list`` and ``sqa compare`` print them without any of it."""
+    heads = tmp_path / "home" / "heads"
+    heads.mkdir(parents=True)
+    _plain_head(4).save(heads / f"m.plain.{NASTY}.n4-0.json")
+    r = run_sqa(["heads", "list"], env={"SQA_HOME": str(tmp_path / "home")}, timeout=60)
+    assert r.returncode == 0 and "m.plain.x" in r.stdout and "[red]y" in r.stdout, r.stdout + r.stderr
+    _no_control(r.stdout + r.stderr)
+    from test_compare import write_run
+
+    from sqa.strategyqa import load_questions
+
+    qs = load_questions("dev")[:6]
+    a = write_run(tmp_path / f"A{NASTY}", "dev", {q.qid: q.answer for q in qs})
+    b = write_run(tmp_path / "B", "dev", {q.qid: not q.answer for q in qs[:5]})
+    r = run_sqa(["compare", a, b], timeout=60)
+    assert r.returncode == 0 and "Ax" in r.stdout and "left out" in r.stdout, r.stdout + r.stderr
+    _no_control(r.stdout + r.stderr)

@@ -5,9 +5,11 @@ read-out notes as lines."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sqa.render.answers import snippet
+from sqa.text import printable
 
 
 def metrics_table(metrics: dict, title: str) -> Table:
@@ -88,7 +90,11 @@ def print_comparison(comparison, console: Console | None = None) -> None:
         runs.add_column("Recall@10", justify="right")
     runs.add_column("left out", justify="right")
     for r in comparison.runs:
-        cells = [r.name, r.label, f"{r.accuracy:.3f} {_interval(r.interval95)} {r.correct}/{n}"]
+        cells = [
+            escape(printable(r.name)),
+            escape(printable(r.label)),
+            f"{r.accuracy:.3f} {_interval(r.interval95)} {r.correct}/{n}",
+        ]
         if len(runs.columns) == 5:
             cells.append(_pct(r.recall))
         runs.add_row(*cells, str(r.left_out))
@@ -99,7 +105,7 @@ def print_comparison(comparison, console: Console | None = None) -> None:
     )
     for p in comparison.pairs:
         console.print(
-            f"[bold]A {p.a}[/bold] vs [bold]B {p.b}[/bold] ({p.n} questions): Accuracy "
+            f"[bold]A {escape(printable(p.a))}[/bold] vs [bold]B {escape(printable(p.b))}[/bold] ({p.n} questions): Accuracy "
             f"{p.accuracy_a:.3f} vs {p.accuracy_b:.3f}, difference {_pct(p.difference, True)} "
             f"{_interval(p.interval95)}, McNemar p = {p.mcnemar_p:.4f}; only A right {p.only_a}, "
             f"only B right {p.only_b}, both right {p.both_right}, both wrong {p.both_wrong}",
@@ -178,8 +184,9 @@ def heads_table(entries) -> Table:
     t = Table("name", "where", "model", "questions", "answers", title="answer heads")
     for e in entries:
         where = "package" if e.shipped else "yours"
+        name = escape(printable(e.name))  # a file name is data: no control sequence, no rich markup
         if e.head is None:
-            t.add_row(e.name, where, "?", "?", f"damaged: {e.problem[:60]}")
+            t.add_row(name, where, "?", "?", f"damaged: {escape(printable(e.problem[:60]))}")
         else:
-            t.add_row(e.name, where, e.head.model, f"{e.n:,}", "yes" if e.path in answering else "")
+            t.add_row(name, where, escape(printable(e.head.model)), f"{e.n:,}", "yes" if e.path in answering else "")
     return t
