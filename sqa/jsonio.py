@@ -11,13 +11,17 @@ import json
 import os
 from pathlib import Path
 
+from sqa.outfile import check_target
+
 
 def write_json_atomic(path: str | Path, obj, *, indent: int = 1) -> Path:
     """Write ``obj`` as JSON (UTF-8, ``indent`` spaces, non-ASCII kept, trailing newline) to
     ``path`` atomically; returns the path. Raises OSError (e.g. a full disk) with the target
-    unchanged; a left-over ``<name>.tmp`` is overwritten by the next write."""
+    unchanged; a left-over ``<name>.tmp`` is overwritten by the next write. Raises BadInput for a
+    target (or ``.tmp``) that is a link, device, FIFO, socket or directory (``sqa.outfile``)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
+    check_target(path, tmp)  # never a link, device, FIFO, socket or directory (sqa.outfile)
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
         f.flush()

@@ -8,6 +8,12 @@
   (``sqa.cli.errors``) and its warnings use it for every line they print.
 - ``split_credentials(url)``: ``(url without credentials, user, password)``, percent-decoded, for
   the code that must send them (the corpus download, the Elasticsearch client).
+- ``remember_sent(user=, password=, key=)``: credentials sqa sends to a server (a served model's
+  basic auth and bearer key), remembered for this process so that ``redact`` and ``scrub`` remove
+  them in every form a server may echo back: as typed, percent-decoded and -encoded, the base64 of
+  ``user:password`` (HTTP Basic, RFC 7617) with and without its ``=`` padding, and the bearer key.
+- ``scrub(obj, secrets)``: a JSON value (a server's answer, before it is cached or shown) with
+  every string passed through ``redact``.
 
 Where the credentials end: operators paste passwords unencoded, so a ``/``, ``#``, ``?``, ``:`` or
 ``@`` in a password is common and RFC 3986's "the authority ends at the first ``/``" would cut the
@@ -23,8 +29,10 @@ it (``elastic:***``): a mistyped port costs a less specific message, a password 
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+import threading
 from urllib.parse import quote, unquote
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -101,6 +109,38 @@ def _variants(secret: str) -> list[str]:
     return sorted((s for s in out if len(s) >= 3), key=len, reverse=True)
 
 
+_SENT: set[str] = set()
+_SENT_LOCK = threading.Lock()
+
+
+def sent_forms(user: str | None = None, password: str | None = None, key: str | None = None) -> list[str]:
+    """Every form in which ``user``/``password`` (HTTP Basic) and ``key`` (a bearer API key) can
+    come back from a server: each as typed, percent-decoded and -encoded, and the base64 of
+    ``user:password`` (RFC 7617), padded and not. Forms shorter than 3 characters are left out."""
+    out: list[str] = []
+    if password:
+        out += _variants(password)
+        pair = f"{user or ''}:{password}"
+        out += _variants(pair)
+        for enc in ("utf-8", "latin-1"):
+            try:
+                b64 = base64.b64encode(pair.encode(enc)).decode("ascii")
+            except UnicodeEncodeError:
+                continue
+            out += [b64, b64.rstrip("="), base64.urlsafe_b64encode(pair.encode(enc)).decode("ascii").rstrip("=")]
+    if key:
+        out += _variants(key)
+        out.append(base64.b64encode(key.encode()).decode("ascii").rstrip("="))
+    return sorted({s for s in out if len(s) >= 3}, key=len, reverse=True)
+
+
+def remember_sent(user: str | None = None, password: str | None = None, key: str | None = None) -> None:
+    """Remember credentials sqa sends (see ``sent_forms``) for the rest of this process: ``redact``
+    removes them from every message from then on."""
+    with _SENT_LOCK:
+        _SENT.update(sent_forms(user, password, key))
+
+
 def env_secrets() -> list[str]:
     """The secrets in the environment, longest first, each as typed, percent-decoded and
     percent-encoded: the variables of ``SECRET_ENV``, and the password of ``SQA_ES_URL``
@@ -123,6 +163,8 @@ def env_secrets() -> list[str]:
                 hidden = rest[len(shown) - 3 :]
                 out += _variants(hidden)
                 out += _variants(re.split(r"[/?#]", hidden, maxsplit=1)[0])
+    with _SENT_LOCK:
+        out += _SENT
     return sorted(set(out), key=len, reverse=True)
 
 
@@ -147,3 +189,41 @@ def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
         return prefix + _mask_bad_port(rest) if prefix else w
 
     return _WORD.sub(word, text)
+
+
+def _replace_all(text: str, forms: list[str]) -> str:
+    for s in forms:
+        if s in text:
+            text = text.replace(s, "***")
+    return text
+
+
+def _forms(secrets) -> list[str]:
+    return sorted({v for x in secrets if x for v in _variants(str(x))} | set(env_secrets()), key=len, reverse=True)
+
+
+def scrub(obj, secrets: tuple[str, ...] | list[str] = ()):
+    """A copy of the JSON value ``obj`` (dicts, lists, strings, numbers) with every string, keys
+    included, passed through ``redact_secrets(s, secrets)`` (a server's answer before it is cached
+    or shown: a server may echo the credentials it was sent). Never raises."""
+    forms = _forms(secrets)
+    if not forms:
+        return obj
+
+    def walk(o):
+        if isinstance(o, str):
+            return _replace_all(o, forms)
+        if isinstance(o, dict):
+            return {walk(k) if isinstance(k, str) else k: walk(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [walk(v) for v in o]
+        return o
+
+    return walk(obj)
+
+
+def redact_secrets(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
+    """``text`` with ``secrets`` (each as typed, percent-decoded and -encoded), the environment's
+    and the sent credentials (``remember_sent``) replaced by ``***``; URLs left as they are (a
+    server's answer may hold URLs that are not credentials). Never raises."""
+    return _replace_all(str(text), _forms(secrets))

@@ -1,4 +1,5 @@
-"""Text helpers shared by the readers: sentence splitting and word clipping of paragraphs."""
+"""Text helpers shared by the readers: sentence splitting and word clipping of paragraphs, and
+``printable`` for names from disk printed to a terminal."""
 
 from __future__ import annotations
 
@@ -17,3 +18,20 @@ def clip_words(text: str, max_words: int) -> str:
     """``text`` cut to ``max_words`` words, "..." marking a cut."""
     w = text.split()
     return text.strip() if len(w) <= max_words else " ".join(w[:max_words]) + " ..."
+
+
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI sequences (clear screen, colours, cursor moves)
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC (window title, hyperlinks), to BEL or ST
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS / SOS / PM / APC strings
+    r"|\x1b.?"  # any other escape
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"  # C0/C1, bidi controls
+)
+
+
+def printable(name: str) -> str:
+    """``name`` (a file or folder name from disk) safe to print to a terminal: terminal control
+    sequences (ECMA-48 CSI/OSC/DCS escapes), other C0/C1 control characters and bidirectional
+    overrides removed, tabs and newlines shown as one space (issue 50, item 7a)."""
+    text = _CONTROL.sub("", str(name))
+    return text.replace("\t", " ").replace("\n", " ")

@@ -378,7 +378,9 @@ class StandIn:
     - ``prefill``: "continue" (``continue_final_message`` continues a final assistant message, as
       vLLM), "always" (a final assistant message is continued, as llama-server), "none" (closed, as
       llama-cpp-python's server); ``strict``: ``continue_final_message`` is refused with 400;
-    - ``bad``: None, "null" / "nan" / "inf" / "absurd" (that value in place of the Yes logprob),
+    - ``bad``: None, "null" / "nan" / "inf" / "absurd" / "text" / "positive" (that value in place
+      of the Yes logprob: null, NaN, +inf, 1e308, "abc", +1000); ``minor``: such answers also list
+      the minor spellings "Yes" (-4) and "No" (-5), as a real server's top logprobs do;
       "malformed" (a body that is not JSON), "cut" (a body shorter than its Content-Length);
     - ``answer_as``: the ``model`` field of answers (default: the model asked for); ``key``: a key
       the server wants (401 otherwise); ``latency``/``serial``: seconds per answer, one at a time;
@@ -387,6 +389,9 @@ class StandIn:
       i of a request with ``seed`` s gets one more token, `` s{s}.{i}``;
     - ``reason``: ``text -> str``, what a generation of more than 8 tokens writes (a chain of
       thought for the methods), each word one token of log-probability ``reason_logprob(word)``.
+    - ``echo_auth``: 401 / 403 / 500 (every request is answered with that status and an error
+      body that echoes the request's ``Authorization`` header, as some proxies do) or "answer"
+      (answers carry the header in their ``id`` and ``system_fingerprint``).
 
     Records ``requests`` (path, body; POSTs), counts ``gets`` and counts ``question_requests`` (those whose prompt holds
     ``Question:`` but is none of sqa's load-time probes). P(yes) is a deterministic function of the
@@ -404,8 +409,8 @@ class StandIn:
 
         self.model, self.completions, self.chat, self.prefill, self.bad = model, "ok", "ok", "continue", None
         self.honor_no_thinking, self.strict, self.answer_as, self.key = False, False, None, None
-        self.latency, self.serial, self.user_pass, self.n_choices = 0.0, False, None, "honour"
-        self.reason, self.reason_logprob = None, lambda word: -0.05
+        self.latency, self.serial, self.user_pass, self.echo_auth, self.minor = 0.0, False, None, None, False
+        self.n_choices, self.reason, self.reason_logprob = "honour", None, lambda word: -0.05
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
         self.gets = 0  # GET requests (/v1/models)
@@ -431,6 +436,9 @@ class StandIn:
             def _authorised(self) -> bool:
                 got = self.headers.get("Authorization", "")
                 outer.auth.add(got)
+                if isinstance(outer.echo_auth, int):
+                    self._send(outer.echo_auth, {"error": {"message": f"denied; you sent Authorization: {got}"}})
+                    return False
                 if outer.key is not None and got != f"Bearer {outer.key}" and got != outer.key:
                     self._send(401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}})
                     return False
@@ -488,7 +496,10 @@ class StandIn:
                     return self._send(200, None, raw=b'{"id": "cmpl-1", "choices": [')
                 if outer.bad == "cut" and "Question:" in _json.dumps(req):
                     return self._send(200, None, raw=b'{"id": "cmpl-1", "choi', length=400)
-                return self._send(200, outer.answer(kind, req, mode))
+                ans = outer.answer(kind, req, mode)
+                if outer.echo_auth == "answer":
+                    ans["id"] = ans["system_fingerprint"] = self.headers.get("Authorization", "")
+                return self._send(200, ans)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -527,9 +538,11 @@ class StandIn:
         text, reply = self.text_of(kind, req)
         lo = standin_log_odds(text)
         top = {" Yes": -0.7 + lo / 2, " No": -0.7 - lo / 2, " Maybe": -4.0}
-        bad = {"null": None, "nan": float("nan"), "inf": float("inf"), "absurd": 1e308}
+        bad = {"null": None, "nan": float("nan"), "inf": float("inf"), "absurd": 1e308, "text": "abc", "positive": 1e3}
         if self.bad in bad and "Question:" in text and not any(p in text for p in self.PROBES):
             top = {" Yes": bad[self.bad], " No": bad[self.bad] if self.bad != "absurd" else -1e308}
+            if self.minor:
+                top = {**top, "Yes": -4.0, "No": -5.0}
         think = mode == "think" and not (
             self.honor_no_thinking and (req.get("chat_template_kwargs") or {}).get("enable_thinking") is False
         )

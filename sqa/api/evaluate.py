@@ -121,12 +121,21 @@ def evaluate(
     from sqa.eval.runner import run_eval
     from sqa.pipeline import check_head_states, index_info, load_head
 
+    from sqa.api.checks import int_arg, out_folder_arg
+    from sqa.api.reader import Reader
+
     if reader is not None and (method is not None or settings is not None):
         raise BadInput("give the method to the Reader (sqa.Reader(method=...)), or evaluate(method=...) without one")
     if reader is None:
-        from sqa.api.reader import Reader
-
         reader = Reader(method=method, settings=settings)
+    if not isinstance(reader, Reader):
+        raise BadInput(
+            f"evaluate: reader must be an sqa.Reader (e.g. sqa.Reader('facts')), not {type(reader).__name__}"
+        )
+    int_arg("evaluate", "limit", limit, 1, none_ok=True)
+    int_arg("evaluate", "batch_size", batch_size, 1)
+    int_arg("evaluate", "folds", folds, 2)
+    out_folder_arg("evaluate", "out", out)
     preset, model = reader.preset, reader.model
     if protocol is not None:
         if split is not None:

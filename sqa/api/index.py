@@ -234,8 +234,14 @@ class Index:
         indexed, seconds) after every batch; malformed lines are skipped and counted (``strict``:
         raise :class:`sqa.types.BadInput`-like SqaError instead); ``fresh`` deletes the index
         there first. Raises SqaError for an unreadable corpus or another build in progress."""
+        from sqa.api.checks import path_arg
         from sqa.paths import default_index_dir
 
+        if not isinstance(corpus, (str, Path)):
+            list_corpus = corpus if isinstance(corpus, (list, tuple)) else [corpus]
+            for c in list_corpus:
+                path_arg("Index.build", "corpus", c, none_ok=False)
+        path_arg("Index.build", "path", path)
         files, name = corpus_files(corpus)
         d = Path(path).expanduser() if path is not None else default_index_dir()
         download = corpus == "full"  # ["full", FILE] indexes a copy on disk
@@ -247,8 +253,11 @@ class Index:
         ``Hit`` with ``evidence_id``, ``title``, ``text``, ``score`` (BM25, engine units, comparable
         within one query) and ``rank`` (1-based). Raises :class:`sqa.types.BadInput` for an empty
         query or ``k`` outside 1..10,000."""
+        from sqa.api.checks import int_arg, text_arg
         from sqa.types import MAX_K
 
+        text_arg("Index.search", "query", query)
+        int_arg("Index.search", "k", k, 1, MAX_K)
         if not query.strip():
             raise BadInput("empty query; give some words to search for")
         if not 1 <= k <= MAX_K:
@@ -257,8 +266,13 @@ class Index:
 
     def get(self, evidence_ids: Sequence[str]) -> list[Paragraph]:
         """The paragraphs of ``evidence_ids`` (``"Title-N"``, as in StrategyQA's annotations) that
-        the index holds, in the order given; unknown IDs are left out."""
-        return self._be.get(list(evidence_ids))
+        the index holds, in the order given; unknown IDs are left out. Raises
+        :class:`sqa.types.BadInput` for a single ``str`` (pass a list: ``["Laptop-1"]``) or an ID
+        that is not text."""
+        from sqa.api.checks import list_arg
+
+        ids = list_arg("Index.get", "evidence_ids", evidence_ids, "['Laptop-1']")
+        return self._be.get(ids)
 
     def __len__(self) -> int:
         return self._be.count()

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from sqa.types import SqaError
+from sqa.outfile import write_text_atomic
 
 COMPARE_JSON = "compare.json"
 COMPARE_HTML = "compare.html"
@@ -58,6 +59,6 @@ def compare_matrix(out: Path, names: list[str]):
     from sqa.eval.html import write_comparison_html
 
     comparison = compare_runs([out / n for n in names])
-    (out / COMPARE_JSON).write_text(json.dumps(comparison.to_dict(), indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(out / COMPARE_JSON, json.dumps(comparison.to_dict(), indent=1) + "\n")  # sqa.outfile
     write_comparison_html(out / COMPARE_HTML, comparison)
     return comparison

@@ -124,7 +124,8 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
         from sqa.facts.heads import save_heads
         from sqa.facts.store import settings_key
 
-        for path, best in save_heads(cf.heads, safe, settings_key(settings), replace=options.replace_heads):
+        said = lambda line: progress(OofProgress("heads", message=line))  # noqa: E731
+        for path, best in save_heads(cf.heads, safe, settings_key(settings), options.replace_heads, said):
             kind = path.name[len(safe) + 1 :].split(".", 1)[0]
             heads[kind] = path
             n = len(cf.heads[kind].provenance["fitted_qids"])

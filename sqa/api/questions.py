@@ -83,6 +83,11 @@ def score(
 
     from sqa.eval.results import Run
 
+    if not isinstance(predictions, (Run, str, Path, Mapping)):
+        raise BadInput(
+            f"score: predictions must be a predictions.json path, a dict {{qid: {{'answer': bool}}}} or a "
+            f"Run, not {type(predictions).__name__} {predictions!r:.60}"
+        )
     if isinstance(predictions, Run):
         source, preds = str(Path(predictions.path) / "predictions.json"), predictions.predictions
     elif isinstance(predictions, (str, Path)):

@@ -146,6 +146,17 @@ class Reader:
         from sqa.presets import get_preset
         from sqa.types import MAX_K
 
+        from sqa.api.checks import int_arg, path_arg
+
+        if model is not None and not isinstance(model, (str, Path)) and not hasattr(model, "yes_probability"):
+            raise BadInput(
+                f"Reader: model must be a model name (str, e.g. {DEFAULT_MODEL!r}), a model file path or a "
+                f"loaded LanguageModel, not {type(model).__name__} {model!r:.60}"
+            )
+        if k is not None:
+            int_arg("Reader", "k", k, 1, MAX_K)
+        for arg, v in (("head", head), ("chat_template", chat_template)):
+            path_arg("Reader", arg, v)
         self.method, self.method_settings, self._settings = None, {}, None
         if method is not None or settings is not None:
             preset, k = self._method_preset(preset, method, settings, k)
@@ -345,12 +356,22 @@ class Reader:
 
     def ask(self, question: str) -> Answer:
         """Answer one yes/no question (:class:`Answer`). Raises :class:`sqa.types.BadInput` for an
-        empty question, and what loading raises (see the class doc) on the first call."""
+        empty question or one that is not text, and what loading raises (see the class doc) on the
+        first call."""
+        from sqa.api.checks import text_arg
+
+        text_arg("Reader.ask", "question", question, allow_question=True)
         return self.ask_many([question])[0]
 
     def ask_many(self, questions: Sequence[str | Question], batch_size: int = 32) -> list[Answer]:
         """Answers to ``questions`` (texts, or ``sqa.types.Question`` s from :func:`sqa.load_questions`),
-        in order, ``batch_size`` at a time (a GPU model reads a batch in lockstep)."""
+        in order, ``batch_size`` at a time (a GPU model reads a batch in lockstep). Raises
+        :class:`sqa.types.BadInput` for one ``str`` (pass a list) or an item that is not text."""
+        from sqa.api.checks import int_arg, list_arg
+
+        example = "['Is the sun a star?']"
+        questions = list_arg("Reader.ask_many", "questions", questions, example, allow_question=True)
+        int_arg("Reader.ask_many", "batch_size", batch_size, 1)
         qs = [q if isinstance(q, Question) else Question(qid="", question=str(q)) for q in questions]
         for q in qs:
             if not q.question.strip():

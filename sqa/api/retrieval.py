@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from sqa.eval.retrieval import official_method
+from sqa.outfile import write_text_atomic
 
 
 def default_out(split: str, decomposition: str) -> Path:
@@ -67,5 +68,5 @@ def run_retrieval_eval(
     out = Path(out) if out else default_out(split, str(decomposition))
     out.parent.mkdir(parents=True, exist_ok=True)
     result["out"] = str(out)
-    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(out, json.dumps(result, indent=1) + "\n")  # sqa.outfile's rule
     return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 import warnings
 
 import typer
@@ -45,6 +46,12 @@ def _print_warning(message, category, filename, lineno, file=None, line=None) ->
         _default_showwarning(message, category, filename, lineno, file, line)
 
 
+def _print_traceback() -> None:
+    from sqa.redact import redact  # a traceback shows messages too: no credential in any form
+
+    print(redact(traceback.format_exc()), end="", file=sys.stderr)
+
+
 def _run(argv: list[str] | None) -> int:
     """Parse ``argv`` and run the command, raising whatever it raises (no exception translation:
     click's own ``main`` would turn EOFError into Abort and print a blank line)."""
@@ -67,7 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sqa`` script; returns the process exit code: 0 on success, 2 with one
     line on stderr for bad input (usage errors included), 130 for Ctrl-C, 1 for a bug (with its
     traceback). Set ``SQA_DEBUG=1`` to get the traceback of every error."""
-    import traceback
     import warnings
 
     from sqa.cli.errors import click_classes, error_line, usage_error_line
@@ -90,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Exception as e:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         cls = click_classes()
         if isinstance(e, cls["abort"]):  # click's Ctrl-C at a prompt
             print(INTERRUPTED, file=sys.stderr)
@@ -108,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         line = error_line(e)
         if line is None:  # a bug: keep its traceback
             if not debug:
-                traceback.print_exc()
+                _print_traceback()
             print(
                 f"error: internal error ({type(e).__name__}); please report it with the traceback above",
                 file=sys.stderr,

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from sqa.cli import app
 from sqa.cli.common import opt
+from sqa.text import printable
 
 HTML_HELP = "Also write a self-contained HTML page here (the questions the runs disagree on first; opens from disk)."
 
@@ -35,7 +36,7 @@ def compare_command(
         typer.echo(json.dumps(comparison.to_dict(), indent=1))
     else:
         print_comparison(comparison)
-        left = [f"{r.name}: {r.left_out}" for r in comparison.runs if r.left_out]
+        left = [f"{printable(r.name)}: {r.left_out}" for r in comparison.runs if r.left_out]
         if left:
             typer.echo(f"left out (answered by some runs, not all): {', '.join(left)}")
     if html is not None:

@@ -24,6 +24,7 @@ from sqa.eval.metrics import annotator_evidence, recall_at_k
 from sqa.eval.run_metrics import calibration_bins, questions_summary
 from sqa.eval.svg import COLOURS, coverage_svg, reliability_svg
 from sqa.types import Question
+from sqa.outfile import write_text_atomic
 
 TEMPLATE = "report.html.j2"
 REPORT_HTML = "report.html"
@@ -213,10 +214,7 @@ def render(
 def _write(path: Path, text: str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, text)  # sqa.outfile: no link, device, FIFO or directory
 
 
 def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question], done: dict[str, dict]) -> Path:

@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 
 from sqa.eval.metrics import RETRIEVAL_LIMIT, accuracy, mean_recall_at_k, mean_sari
 from sqa.types import BadInput, Prediction, Question
+from sqa.outfile import write_text_atomic
 
 KEYS = ("answer", "decomposition", "paragraphs")
 METRIC_FOR_KEY = {"answer": "Accuracy", "decomposition": "SARI", "paragraphs": f"Recall@{RETRIEVAL_LIMIT}"}
@@ -91,7 +92,7 @@ def write_predictions(predictions: dict[str, dict] | Iterable[Prediction], path:
     validate_predictions(predictions, str(path))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(predictions, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(predictions, indent=1, ensure_ascii=False) + "\n")  # sqa.outfile
     return path
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
+from sqa.outfile import check_target, write_text_atomic
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -269,10 +270,8 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
 def write_markdown(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
     """Write ``report.md``; returns the path."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(markdown(metrics, rows), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    check_target(path, Path(path).with_name(Path(path).name + ".tmp"))  # refused before the work
+    return write_text_atomic(path, markdown(metrics, rows))  # sqa.outfile's rule
 
 
 def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
@@ -366,6 +365,7 @@ def write_plots(path: str | Path, metrics: dict, rows: Sequence[dict]) -> Path:
     fig.suptitle("\n".join(textwrap.wrap(title, width=int(11 * 5 * len(panels)))), fontsize=11)
     fig.tight_layout()
     tmp = path.with_name(path.stem + ".tmp.png")
+    check_target(path, tmp)  # sqa.outfile
     fig.savefig(tmp, format="png")
     tmp.replace(path)
     return path

@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from sqa.types import SqaError
+from sqa.outfile import check_target
 
 HEADS_DIR = Path(__file__).resolve().parent.parent / "_data" / "heads"
 SCALARS = ("top_paragraph_score", "top_wiki_fact_score", "top_train_fact_score")
@@ -183,6 +184,7 @@ class AnswerHead:
             "provenance": self.provenance,
         }
         tmp = path.with_suffix(path.suffix + ".tmp")
+        check_target(path, tmp)  # sqa.outfile: never through a link, onto a device or a FIFO
         tmp.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
         tmp.replace(path)
         return path

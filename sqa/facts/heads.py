@@ -4,12 +4,15 @@
 - a train run writes its heads *beside* the others, each file named by what it was fitted on:
   ``<model>.<kind>.<settings key>.n<questions>-<8 hex of the sha256 of the fitted qids>.json``
   (``head_file_name``); a run never writes over a head fitted on other questions, and with
-  ``replace`` (``--replace-heads``) it removes the model's other heads of that kind;
+  ``replace`` (``--replace-heads``) it removes the model's other heads of that kind, prompt
+  form and fact settings (the same ``<model>.<kind>.<settings key>.`` prefix, which holds the
+  form), naming each one it removes; heads of other settings or forms are kept;
 - the head that answers (``choose_head``) is the one fitted on the most questions, among the
   user's heads of the model and kind and the head shipped in the package (``sqa/_data/heads``;
   on a tie the user's newest);
 - ``list_heads`` / ``remove_head`` back ``sqa heads list`` and ``sqa heads rm NAME``; a shipped
-  head is never removed.
+  head is never removed, and ``rm`` removes only a regular file named as a head whose content is
+  a head (or a damaged head: JSON text that ``choose_head`` names); anything else is refused by name.
 
 Files written before issue 41 (``<model>.<kind>.json``) take part like any other.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from sqa.facts.head import HEADS_DIR, AnswerHead
 from sqa.types import HeadNotFound, SqaError
@@ -140,24 +144,42 @@ def choose_head(stem: str, kind: str, train: str, form: str = "text") -> HeadEnt
 
 
 def save_heads(
-    heads: dict[str, AnswerHead], stem: str, settings_key: str, replace: bool = False
+    heads: dict[str, AnswerHead],
+    stem: str,
+    settings_key: str,
+    replace: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> list[tuple[Path, HeadEntry]]:
     """Write each head of a train run (kind -> head, ``provenance.fitted_qids`` set) to
     ``heads_dir()/head_file_name(...)`` beside the others; the same file name is the same fit, so
-    only then is a file written over. ``replace``: the model's other user heads of that kind are
-    removed first (shipped heads never). Returns, per kind, (the path written, the head that now
-    answers: ``choose_head``)."""
+    only then is a file written over. ``replace``: the model's other user heads of that kind, fact
+    settings and prompt form (readable heads named ``<stem>.<kind>.<settings_key>.n...``) are
+    removed first, each named through ``log`` (shipped heads never; heads of other settings or
+    forms, damaged files and older names are kept). Returns, per kind, (the path written, the
+    head that now answers: ``choose_head``)."""
+    from sqa.facts.reader import head_form
+
     out = []
     root = heads_dir()
     for kind, h in heads.items():
         qids = h.provenance.get("fitted_qids") or []
         path = root / head_file_name(stem, kind, settings_key, qids)
         if replace:
+            same = f"{stem}.{kind}.{settings_key}.n"
             for e in list_heads(stem, kind):
-                if not e.shipped and e.path != path:
+                if (
+                    not e.shipped
+                    and e.path != path
+                    and e.name.startswith(same)
+                    and e.head is not None
+                    and head_form(e.head) == head_form(h)
+                    and e.path.is_file()
+                    and not e.path.is_symlink()
+                ):
                     e.path.unlink(missing_ok=True)
+                    if log is not None:
+                        log(f"--replace-heads: removed {e.path} (fitted on {e.n:,} questions)")
         h.save(path)
-        from sqa.facts.reader import head_form
 
         out.append((path, choose_head(stem, kind, "", head_form(h))))
     return out
@@ -165,10 +187,14 @@ def save_heads(
 
 def remove_head(name: str) -> Path:
     """Delete the user head file ``name`` (a file name in ``heads_dir()``); returns its path.
-    Raises SqaError for a shipped head (never removed), a name with a folder in it, or no such file."""
+    Raises SqaError for a shipped head (never removed), a name with a folder in it, no such file, or
+    a file that is not a head: named otherwise than ``sqa heads list`` lists, a link or not a
+    regular file, or content that is neither a head nor JSON text (a damaged head)."""
     if not name or "/" in name or name in (".", ".."):
         raise SqaError(f"{name!r}: give a head's file name as `sqa heads list` shows it")
     path = heads_dir() / name
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise SqaError(f"{path}: not a head file (a link or not a regular file); nothing was removed")
     if not path.is_file():
         if (HEADS_DIR / name).is_file():
             raise SqaError(
@@ -176,6 +202,15 @@ def remove_head(name: str) -> Path:
                 "questions answers, so a larger head of your own takes over by itself"
             )
         raise SqaError(f"{path}: no such head; `sqa heads list` shows the heads")
+    if not _matches(path, None, None):
+        raise SqaError(f"{path}: not a head (`sqa heads list` lists none by that name); nothing was removed")
+    if _entry(path, False).head is None:
+        try:
+            start = path.read_bytes()[:64].lstrip()
+        except OSError:
+            start = b""
+        if not start.startswith(b"{"):
+            raise SqaError(f"{path}: its content is not an answer head; nothing was removed")
     path.unlink()
     return path
 

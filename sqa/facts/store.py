@@ -24,6 +24,7 @@ from sqa.facts.features import (
 from sqa.facts.prompt import QuestionFeatures, prompt_version
 from sqa.models.registry import model_stem
 from sqa.types import Question, SqaError, StoreMismatch
+from sqa.outfile import check_target
 
 STORE_FORMAT = "sqa-features/1"
 META_KEYS = ("model", "model_sha256", "prompt", "facts", "index")
@@ -224,6 +225,7 @@ class FeaturesStore:
                 self.meta["served"] = old["served"]
             return
         tmp = path.with_name("meta.json.tmp")
+        check_target(path, tmp)  # sqa.outfile
         try:
             tmp.write_text(json.dumps(self.meta, indent=1) + "\n", encoding="utf-8")
             tmp.replace(path)

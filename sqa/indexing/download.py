@@ -54,6 +54,7 @@ from urllib.parse import urlsplit
 from sqa.redact import redact_url as safe_url, split_credentials  # safe_url: the URL without user:password@
 from sqa.paths import sqa_home
 from sqa.types import SqaError
+from sqa.outfile import check_target
 
 CORPUS_NAME = "corpus-enwiki-20200511-cirrussearch-parasv2.jsonl.gz"
 # the StrategyQA release (README of github.com/eladsegal/strategyqa; docs/elasticsearch.md)
@@ -275,6 +276,7 @@ def part_sidecar(part: Path) -> Path:
 def _write_sidecar(part: Path, shown: str, total: int | None) -> None:
     side = part_sidecar(part)
     tmp = side.with_name(side.name + ".tmp")
+    check_target(side, tmp)  # sqa.outfile
     tmp.write_text(json.dumps({"url": shown, "size": total}) + "\n", encoding="utf-8")
     os.replace(tmp, side)
 

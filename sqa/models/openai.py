@@ -98,10 +98,14 @@ def served_name(model: str) -> str | None:
 
 
 def _same_model(asked: str, answered) -> bool:
-    if not isinstance(answered, str) or not answered.strip() or answered == asked:
+    """Whether an answer's ``model`` field names the model asked for: exactly the same name, or no
+    name at all (a server that leaves the field out says nothing). A name that merely starts
+    with, or shares the last path part of, the one asked for (``gpt-4o-mini`` for ``gpt-4``,
+    ``Qwen2.5-7B-Instruct`` for ``Qwen/Qwen2.5-7B``) is another model: accepted only with
+    ``allow_model_alias`` (issue 50, item 5a)."""
+    if not isinstance(answered, str) or not answered.strip():
         return True
-    a, b = asked.rstrip("/").rsplit("/", 1)[-1], answered.rstrip("/").rsplit("/", 1)[-1]
-    return answered.startswith(asked) or a == b or b.startswith(a + "-") or b.startswith(a + ".")
+    return answered == asked
 
 
 class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
@@ -330,8 +334,8 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
         if not self.options.allow_model_alias and not _same_model(self.served, r.get("model")):
             raise ServerError(
                 f"the server at {s.shown} answered as model {str(r.get('model'))[:80]!r} when asked for "
-                f"{self.served!r} (another model behind that name?); pass --allow-model-alias to "
-                "accept it"
+                f"{self.served!r} (names must match exactly; another model behind that name?); pass "
+                "--allow-model-alias (Python: allow_model_alias=True) to accept it"
             )
 
     def _map(self, fn: Callable, prompts: Sequence[Prompt]) -> list:

@@ -17,6 +17,7 @@ import time
 from typing import Callable
 
 from sqa.models.served_url import ServerURL
+from sqa.redact import redact, remember_sent, scrub
 from sqa.types import BadInput, ServerError, ServerLost
 
 DEFAULT_TIMEOUT_S = 20.0
@@ -42,7 +43,8 @@ def env_number(var: str, default: float, cast: Callable = float, low: float = 0.
 
 
 def _detail(e: Exception | None) -> str:
-    """A short one-line reason from an SDK error (the server's message, cut)."""
+    """A short one-line reason from an SDK error (the server's message, cut; every credential sqa
+    sent removed first: ``sqa.redact.remember_sent``)."""
     if e is None:
         return "no answer"
     body = getattr(e, "body", None)
@@ -52,7 +54,7 @@ def _detail(e: Exception | None) -> str:
         msg = inner.get("message") if isinstance(inner, dict) else str(inner)
         if msg is None and "detail" in body:
             msg = str(body["detail"])
-    msg = " ".join(str(msg or getattr(e, "message", "") or e).split())
+    msg = redact(" ".join(str(msg or getattr(e, "message", "") or e).split()))
     return msg[:160] + ("…" if len(msg) > 160 else "")
 
 
@@ -69,7 +71,9 @@ class Server:
 
     ``served``: the model name (for messages); ``key``/``key_var``: the API key and the variable it
     came from (None: none set, a placeholder is sent and a 401 says so). Credentials of the URL
-    go as HTTP basic auth (``httpx``'s ``auth``), never in the URL the client is given."""
+    go as HTTP basic auth (``httpx``'s ``auth``), never in the URL the client is given. Both are
+    remembered (``sqa.redact.remember_sent``): every message and every answer (before it is
+    cached or read) has them removed in any encoding a server may echo (issue 50, item 0)."""
 
     def __init__(
         self, u: ServerURL, served: str, key: str | None, key_var: str | None, timeout: float, max_retries: int
@@ -83,6 +87,7 @@ class Server:
         self.concurrency = 1
         self.alive = True
         self.lock = threading.Lock()
+        remember_sent(u.user, u.password, key)
         kw = {}
         if u.user is not None:
             kw["http_client"] = openai.DefaultHttpxClient(auth=(u.user, u.password or ""))
@@ -143,13 +148,13 @@ class Server:
         if isinstance(e, ValueError):  # a body that is not JSON (json.JSONDecodeError)
             return ServerError(
                 f"the server at {self.shown} answered with a body that is not JSON ({type(e).__name__}: "
-                f"{str(e)[:80]}); check that --base-url points at an OpenAI-compatible API"
+                f"{redact(str(e))[:80]}); check that --base-url points at an OpenAI-compatible API"
             )
         return e
 
     def _json(self, fn: Callable, path: str, at_load: bool):
         try:
-            data = fn()
+            data = scrub(fn())
         except (self._openai.OpenAIError, ValueError) as e:
             err = self.error(e, at_load)
             err.status_code = getattr(e, "status_code", None)  # the HTTP status, for callers that read it
@@ -174,7 +179,7 @@ class Server:
         t = time.perf_counter()
         if raw_errors:
             try:
-                data = self.client.post(path, cast_to=object, body=body)
+                data = scrub(self.client.post(path, cast_to=object, body=body))
             except self._openai.APIStatusError:
                 raise
             except (self._openai.OpenAIError, ValueError) as e:

@@ -12,7 +12,10 @@ place is a missing read-out, never a TypeError:
 
 A logprob counts only when it is a finite number in [-1000, 0] (a log-probability; small positive
 rounding up to 1e-4 is read as 0): ``NaN``, ``inf``, ``1e308`` or ``-1e308`` from a server are
-dropped, and a read-out left with neither side is *missing* (issue 41, items 9, 10, 14).
+dropped, and a read-out left with neither side is *missing* (issue 41, items 9, 10, 14). A position
+where any Yes/No spelling (``YES_WORDS``/``NO_WORDS``) carries such a value has *all* its Yes/No
+spellings dropped, so the read-out is missing: a garbled " Yes" is never replaced by what a
+minor spelling ("Yes" at -4) says (issue 50, item 3).
 
 Thinking models: where the answer's first token opens a thinking block (``<think>``), the yes/no
 read-out is taken at the first non-blank token after the block closes (``</think>``) — the
@@ -50,6 +53,25 @@ def _logprob(v) -> float | None:
     return min(v, 0.0)
 
 
+_ANSWER_WORDS = frozenset(YES_WORDS + NO_WORDS)
+
+
+def _clean(pairs) -> dict[str, float]:
+    """``{token: logprob}`` from ``(token, raw value)`` pairs: the first usable value per token;
+    with no Yes/No spelling at all when one of them has an unusable value (see the module doc)."""
+    top: dict[str, float] = {}
+    garbled = False
+    for k, raw in pairs:
+        v = _logprob(raw)
+        if v is None:
+            garbled = garbled or k in _ANSWER_WORDS
+        elif k not in top:
+            top[k] = v
+    if garbled:
+        top = {k: v for k, v in top.items() if k not in _ANSWER_WORDS}
+    return top
+
+
 def _choice(resp) -> dict:
     try:
         c = resp["choices"][0]
@@ -71,13 +93,12 @@ def token_positions(resp, endpoint: str) -> list[tuple[str, dict[str, float]]]:
             if not isinstance(item, dict):
                 out.append(("", {}))
                 continue
-            top: dict[str, float] = {}
             alts = item.get("top_logprobs")
-            for a in alts if isinstance(alts, list) else []:
-                if isinstance(a, dict) and isinstance(a.get("token"), str):
-                    v = _logprob(a.get("logprob"))
-                    if v is not None and a["token"] not in top:
-                        top[a["token"]] = v
+            top = _clean(
+                (a["token"], a.get("logprob"))
+                for a in (alts if isinstance(alts, list) else [])
+                if isinstance(a, dict) and isinstance(a.get("token"), str)
+            )
             out.append((item.get("token") if isinstance(item.get("token"), str) else "", top))
         return out
     tokens, tops = lp.get("tokens"), lp.get("top_logprobs")
@@ -86,7 +107,7 @@ def token_positions(resp, endpoint: str) -> list[tuple[str, dict[str, float]]]:
     for i, t in enumerate(tops):
         top = {}
         if isinstance(t, dict):
-            top = {k: v for k, v in ((k, _logprob(v)) for k, v in t.items() if isinstance(k, str)) if v is not None}
+            top = _clean((k, v) for k, v in t.items() if isinstance(k, str))
         tok = tokens[i] if i < len(tokens) and isinstance(tokens[i], str) else (max(top, key=top.get) if top else "")
         out.append((tok, top))
     return out

@@ -15,7 +15,7 @@ choice and the key, parsed and checked by sqa before any HTTP client sees them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 from urllib.parse import urlsplit
 
@@ -41,6 +41,12 @@ class ServedOptions:
         if self.api not in APIS:
             raise BadInput(f"--api {self.api!r}: use one of {', '.join(APIS)}")
 
+    def __repr__(self) -> str:  # the URLs without their user:password@ (tracebacks, --showlocals)
+        urls = tuple(redact_url(u) for u in self.base_urls)
+        return f"ServedOptions(base_urls={urls!r}, api={self.api!r}, allow_model_alias={self.allow_model_alias!r})"
+
+    __str__ = __repr__
+
     def __bool__(self) -> bool:  # "was anything served asked for" (load_model refuses it for a local model)
         return bool(self.base_urls) or self.api != "auto" or self.allow_model_alias
 
@@ -60,13 +66,23 @@ class ServedOptions:
 class ServerURL:
     """A parsed base URL: ``url`` (no credentials: what the client is given), ``shown`` (the same,
     for messages and ``run.json``), ``user``/``password`` (percent-decoded; sent as HTTP basic auth)
-    and ``has_v1`` (the path ends in ``/v1``, as OpenAI-compatible servers expect)."""
+    and ``has_v1`` (the path ends in ``/v1``, as OpenAI-compatible servers expect). Its ``repr``
+    and ``str`` show ``password`` as ``'***'`` (tracebacks, pytest ``--showlocals``, Sentry)."""
 
     url: str
     shown: str
     user: str | None
-    password: str | None
+    password: str | None = field(repr=False)
     has_v1: bool
+
+    def __repr__(self) -> str:
+        pw = None if self.password is None else "***"
+        return (
+            f"ServerURL(url={self.url!r}, shown={self.shown!r}, user={self.user!r}, password={pw!r}, "
+            f"has_v1={self.has_v1!r})"
+        )
+
+    __str__ = __repr__
 
 
 def parse_base_url(raw: str, flag: str = "--base-url") -> ServerURL:

@@ -5,9 +5,11 @@ read-out notes as lines."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sqa.render.answers import snippet
+from sqa.text import printable
 
 
 def metrics_table(metrics: dict, title: str) -> Table:
@@ -91,7 +93,11 @@ def print_comparison(comparison, console: Console | None = None) -> None:
         runs.add_column("per question: calls, generated tokens, retrievals, seconds", justify="right")
     runs.add_column("left out", justify="right")
     for r in comparison.runs:
-        cells = [r.name, r.label, f"{r.accuracy:.3f} {_interval(r.interval95)} {r.correct}/{n}"]
+        cells = [
+            escape(printable(r.name)),
+            escape(printable(r.label)),
+            f"{r.accuracy:.3f} {_interval(r.interval95)} {r.correct}/{n}",
+        ]
         if any(x.recall is not None for x in comparison.runs):
             cells.append(_pct(r.recall))
         if costs:
@@ -113,7 +119,7 @@ def print_comparison(comparison, console: Console | None = None) -> None:
         console.print(f"Holm p: McNemar p adjusted for the {len(comparison.pairs)} pairs (Holm 1979).")
     for p, holm in zip(comparison.pairs, comparison.holm_p):
         console.print(
-            f"[bold]A {p.a}[/bold] vs [bold]B {p.b}[/bold] ({p.n} questions): Accuracy "
+            f"[bold]A {escape(printable(p.a))}[/bold] vs [bold]B {escape(printable(p.b))}[/bold] ({p.n} questions): Accuracy "
             f"{p.accuracy_a:.3f} vs {p.accuracy_b:.3f}, difference {_pct(p.difference, True)} "
             f"{_interval(p.interval95)}, McNemar p = {p.mcnemar_p:.4f}"
             f"{f' (Holm p = {holm:.4f})' if many else ''}; only A right {p.only_a}, "
@@ -198,8 +204,9 @@ def heads_table(entries) -> Table:
     t = Table("name", "where", "model", "questions", "answers", title="answer heads")
     for e in entries:
         where = "package" if e.shipped else "yours"
+        name = escape(printable(e.name))  # a file name is data: no control sequence, no rich markup
         if e.head is None:
-            t.add_row(e.name, where, "?", "?", f"damaged: {e.problem[:60]}")
+            t.add_row(name, where, "?", "?", f"damaged: {escape(printable(e.problem[:60]))}")
         else:
-            t.add_row(e.name, where, e.head.model, f"{e.n:,}", "yes" if e.path in answering else "")
+            t.add_row(name, where, escape(printable(e.head.model)), f"{e.n:,}", "yes" if e.path in answering else "")
     return t

@@ -1,0 +1,79 @@
+"""Checks of the Python API's arguments at its public surface (issue 50, items 5b and 7c): a wrong
+type raises :class:`sqa.types.BadInput` naming the function and the argument, never a raw
+``TypeError``/``AttributeError`` from inside sqa, and never a silently wrong answer (a ``str``
+where a list is meant is refused, not iterated as characters)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqa.types import BadInput
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def text_arg(where: str, name: str, value, allow_question: bool = False) -> None:
+    """``value`` must be a ``str`` (or a ``sqa.types.Question`` with ``allow_question``)."""
+    from sqa.types import Question
+
+    if isinstance(value, str) or (allow_question and isinstance(value, Question)):
+        return
+    raise BadInput(
+        f"{where}: {name} must be text (a str), not {type(value).__name__} {_shown(value)}"
+        + ("; pass the question, e.g. 'Is the sun a star?'" if name == "question" else "")
+    )
+
+
+def list_arg(where: str, name: str, value, example: str, allow_question: bool = False) -> list:
+    """``value`` as a list of texts: a ``str`` (one item passed bare) or a non-iterable is refused,
+    as is an item that is not text (or a ``Question`` with ``allow_question``)."""
+    if isinstance(value, (str, bytes)):
+        raise BadInput(f"{where}: {name} must be a list, not one str {_shown(value)}; pass a list, e.g. {example}")
+    try:
+        items = list(value)
+    except TypeError:
+        raise BadInput(
+            f"{where}: {name} must be a list, not {type(value).__name__} {_shown(value)}; e.g. {example}"
+        ) from None
+    for item in items:
+        text_arg(where, f"each of {name}", item, allow_question)
+    return items
+
+
+def int_arg(where: str, name: str, value, low: int, high: int | None = None, none_ok: bool = False) -> None:
+    """``value`` must be a whole number (``int``, not ``bool``) from ``low`` to ``high``."""
+    if value is None and none_ok:
+        return
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    if not ok or value < low or (high is not None and value > high):
+        span = f"from {low:,} to {high:,}" if high is not None else f"{low:,} or more"
+        raise BadInput(f"{where}: {name} must be a whole number {span}, not {_shown(value)}")
+
+
+def path_arg(where: str, name: str, value, none_ok: bool = True) -> None:
+    """``value`` must be a path (``str`` or ``os.PathLike``)."""
+    if (value is None and none_ok) or isinstance(value, (str, os.PathLike)):
+        return
+    raise BadInput(f"{where}: {name} must be a path (str or pathlib.Path), not {type(value).__name__} {_shown(value)}")
+
+
+def out_folder_arg(where: str, name: str, value) -> None:
+    """``value`` (a folder sqa writes into) must be a path that is, or can be made, a folder: it is
+    made here (as the run would make it), so an unwritable place is one BadInput naming it."""
+    path_arg(where, name, value)
+    if value is None:
+        return
+    p = Path(value).expanduser()
+    if p.exists() and not p.is_dir():
+        raise BadInput(f"{where}: {name}={str(value)!r} is not a folder; give a folder for the run")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadInput(
+            f"{where}: {name}={str(value)!r}: cannot make the folder ({e.strerror or type(e).__name__}); "
+            "give a writable folder"
+        ) from None
