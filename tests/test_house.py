@@ -29,6 +29,7 @@ BASE = {
     "sqa.trace",
     "sqa.redact",
     "sqa.display",
+    "sqa.outfile",
 }
 STAGES = [
     ("sqa.indexing", 1),

@@ -62,18 +62,20 @@ def path_arg(where: str, name: str, value, none_ok: bool = True) -> None:
 
 
 def out_folder_arg(where: str, name: str, value) -> None:
-    """``value`` (a folder sqa writes into) must be a path that is, or can be made, a folder: it is
-    made here (as the run would make it), so an unwritable place is one BadInput naming it."""
+    """``value`` (a folder sqa writes into) must be a path that is, or can be made, a folder: its
+    nearest existing ancestor must be a writable folder, else one BadInput naming it. Nothing is
+    made here (the run makes the folder once everything else is checked); a path that is a file
+    is left to the run's own one-line refusal."""
+    import os
+
     path_arg(where, name, value)
     if value is None:
         return
-    p = Path(value).expanduser()
-    if p.exists() and not p.is_dir():
-        raise BadInput(f"{where}: {name}={str(value)!r} is not a folder; give a folder for the run")
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise BadInput(
-            f"{where}: {name}={str(value)!r}: cannot make the folder ({e.strerror or type(e).__name__}); "
-            "give a writable folder"
-        ) from None
+    p = Path(value).expanduser().absolute()
+    if p.exists():
+        return
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise BadInput(f"{where}: {name}={str(value)!r}: cannot make the folder under {parent}; give a writable folder")
