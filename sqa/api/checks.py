@@ -62,18 +62,26 @@ def path_arg(where: str, name: str, value, none_ok: bool = True) -> None:
 
 
 def out_folder_arg(where: str, name: str, value) -> None:
-    """``value`` (a folder sqa writes into) must be a path that is, or can be made, a folder: it is
-    made here (as the run would make it), so an unwritable place is one BadInput naming it."""
+    """``value`` (a folder sqa writes into) must be a path that is, or can be made, a folder: the
+    nearest existing folder on its path must take a new folder (tried with a temporary one,
+    removed at once: nothing is left behind), so an unwritable place is one BadInput naming it."""
+    import tempfile
+
     path_arg(where, name, value)
     if value is None:
         return
     p = Path(value).expanduser()
     if p.exists() and not p.is_dir():
         raise BadInput(f"{where}: {name}={str(value)!r} is not a folder; give a folder for the run")
+    parent = p
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
     try:
-        p.mkdir(parents=True, exist_ok=True)
+        if not parent.is_dir():
+            raise NotADirectoryError(20, "a part of the path is a file")
+        os.rmdir(tempfile.mkdtemp(prefix=".sqa-check-", dir=parent))
     except OSError as e:
         raise BadInput(
-            f"{where}: {name}={str(value)!r}: cannot make the folder ({e.strerror or type(e).__name__}); "
-            "give a writable folder"
+            f"{where}: {name}={str(value)!r}: cannot make the folder there ({e.strerror or type(e).__name__} in "
+            f"{parent}); give a writable folder"
         ) from None
