@@ -71,8 +71,8 @@ def out_folder_arg(where: str, name: str, value) -> None:
     if value is None:
         return
     p = Path(value).expanduser()
-    if p.exists() and not p.is_dir():
-        raise BadInput(f"{where}: {name}={str(value)!r} is not a folder; give a folder for the run")
+    if os.path.lexists(p):
+        return  # what is there (a run, a file in the way) is the run folder's own check (sqa.eval.rundir)
     parent = p
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
