@@ -408,3 +408,35 @@ def test_heads_list_and_compare_strip_control_sequences(tmp_path):
     r = run_sqa(["compare", a, b], timeout=60)
     assert r.returncode == 0 and "Ax" in r.stdout and "left out" in r.stdout, r.stdout + r.stderr
     _no_control(r.stdout + r.stderr)
+
+
+# -- item 7b: sqa compare is linear in the questions -------------------------------------------------
+
+
+def test_compare_reads_20000_questions_per_run_in_seconds(tmp_path):
+    """Two runs of 20,000 synthetic questions each: reading both and comparing them (a small
+    bootstrap, so only the per-question work is timed) takes seconds; main copied the rest of
+    ``traces.jsonl`` for every line it read (quadratic: 12,000 per run took 12 s to read)."""
+    import json
+    import time
+
+    from sqa.eval.compare import _scipy_check, compare_runs
+
+    n = 20_000
+    for name, flip in (("A", 0), ("B", 1)):
+        d = tmp_path / name
+        d.mkdir()
+        opts = {"split": "custom", "preset": "facts", "retrieval": False}
+        (d / "run.json").write_text(json.dumps({"format": 2, "options": opts}))
+        rec = {"question": "Is it?", "p_yes": 0.5, "steps": [], "paragraphs": []}
+        lines = (
+            json.dumps({**rec, "qid": f"q{i}", "answer": (i + flip) % 3 == 0, "eval": {"gold": i % 2 == 0}}) + "\n"
+            for i in range(n)
+        )
+        (d / "traces.jsonl").write_text("".join(lines))
+    _scipy_check()  # the import is not the per-question work
+    t = time.perf_counter()
+    c = compare_runs([tmp_path / "A", tmp_path / "B"], resamples=100)
+    took = time.perf_counter() - t
+    assert len(c.qids) == n and c.pairs[0].n == n
+    assert took < 6.0, f"compare of {n:,} questions per run took {took:.1f} s"

@@ -62,20 +62,26 @@ def path_arg(where: str, name: str, value, none_ok: bool = True) -> None:
 
 
 def out_folder_arg(where: str, name: str, value) -> None:
-    """``value`` (a folder sqa writes into) must be a path that is, or can be made, a folder: its
-    nearest existing ancestor must be a writable folder, else one BadInput naming it. Nothing is
-    made here (the run makes the folder once everything else is checked); a path that is a file
-    is left to the run's own one-line refusal."""
-    import os
+    """``value`` (a folder sqa writes into) must be a path that is, or can be made, a folder: the
+    nearest existing folder on its path must take a new folder (tried with a temporary one,
+    removed at once: nothing is left behind), so an unwritable place is one BadInput naming it."""
+    import tempfile
 
     path_arg(where, name, value)
     if value is None:
         return
-    p = Path(value).expanduser().absolute()
-    if p.exists():
-        return
-    parent = p.parent
+    p = Path(value).expanduser()
+    if os.path.lexists(p):
+        return  # what is there (a run, a file in the way) is the run folder's own check (sqa.eval.rundir)
+    parent = p
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise BadInput(f"{where}: {name}={str(value)!r}: cannot make the folder under {parent}; give a writable folder")
+    try:
+        if not parent.is_dir():
+            raise NotADirectoryError(20, "a part of the path is a file")
+        os.rmdir(tempfile.mkdtemp(prefix=".sqa-check-", dir=parent))
+    except OSError as e:
+        raise BadInput(
+            f"{where}: {name}={str(value)!r}: cannot make the folder there ({e.strerror or type(e).__name__} in "
+            f"{parent}); give a writable folder"
+        ) from None

@@ -116,7 +116,8 @@ def _no_nan(word: str):
 
 
 def _parse_traces(data: bytes, path: Path) -> tuple[list[dict], int]:
-    """Records and the byte offset just after the last good line."""
+    """Records and the byte offset just after the last good line; linear in the data's size
+    (issue 50, item 7b: a copy of the rest per line made ``sqa compare`` quadratic)."""
     records: list[dict] = []
     pos = 0
     lineno = 0
@@ -125,7 +126,6 @@ def _parse_traces(data: bytes, path: Path) -> tuple[list[dict], int]:
         lineno += 1
         if nl == -1:  # cut line (kill -9 during the write)
             return records, pos
-        last = not data[nl + 1 :].strip()
         line = data[pos:nl].strip()
         if line:
             try:
@@ -133,7 +133,8 @@ def _parse_traces(data: bytes, path: Path) -> tuple[list[dict], int]:
                 if not isinstance(rec, dict) or "qid" not in rec:
                     raise ValueError("not a trace object with a qid")
             except ValueError as e:
-                if last:
+                # only here is the rest looked at: copying it on every line made reading quadratic
+                if not data[nl + 1 :].strip():  # the last line: a cut write, dropped
                     return records, pos
                 raise SqaError(
                     f"{path}:{lineno}: not a valid trace line ({e}); delete that line (the question "
