@@ -161,7 +161,7 @@ def test_interactive_prompt_through_a_pseudo_terminal(gold_index, states, capsys
         os.write(fd, (QUESTIONS[0] + "\n").encode())
         _read_until(fd, r'"p_yes".*\n.*question> $', seen)
         os.write(fd, (QUESTIONS[1] + "\n").encode())
-        time.sleep(0.3)  # inside the first read (0.6 s each)
+        _read_until(fd, re.escape(QUESTIONS[1]) + r"\s*\n.*reading…", seen)  # its spinner: reads of 0.6 s each
         os.write(fd, b"\x03")  # Ctrl-C, as the terminal sends it: SIGINT to the foreground process group
         _read_until(fd, r"cancelled.*\n.*question> $", seen)
         os.write(fd, (QUESTIONS[1] + "\n").encode())
@@ -179,3 +179,40 @@ def test_interactive_prompt_through_a_pseudo_terminal(gold_index, states, capsys
     answers = [json.loads(x) for x in re.findall(r'\{"question".*\}', text)]
     assert answers == apart, text[-3000:]  # the cancelled question printed nothing
     assert text.count("cancelled") == 1 and "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_back_to_prefixes_reads_the_next_prompt_as_a_fresh_process_even_after_a_cut_read(tmp_path):
+    """The packaged 0.5B on llama.cpp: after a warmed prompt head, a prompt's reading (hidden state
+    and log-odds) is bit-identical when it is read again after another prompt that shares more
+    tokens with it, and after a read cut short by Ctrl-C (KeyboardInterrupt between two batches),
+    once ``back_to_prefixes`` put the KV cache back (what ``sqa ask -`` / ``-i`` do between questions)."""
+    import numpy as np
+
+    from helpers import small_gguf
+    from sqa.models.llamacpp import LlamaCppModel
+
+    m = LlamaCppModel(small_gguf(), n_ctx=1024, n_threads=2, n_batch=8)
+    head = "Answer each question with Yes or No.\nQuestion: Is water wet?\nAnswer: Yes\n"
+    ref = head + "Question: Did Aristotle use a laptop?\nAnswer:"
+    m.warm_prefixes([head], tmp_path)
+    want = m.hidden_states([ref])[0]
+
+    def same() -> bool:
+        m.back_to_prefixes()
+        got = m.hidden_states([ref])[0]
+        return bool(np.array_equal(got[0], want[0]) and got[1] == want[1])
+
+    m.hidden_states([head + "Question: Did Aristotle write a book about laptops?\nAnswer:"])
+    assert same()
+    orig = m._decode
+
+    def cut(tokens, pos0, slot):  # reads the first batch, then Ctrl-C
+        orig(tokens[: m.n_batch], pos0, slot)
+        raise KeyboardInterrupt
+
+    m._decode = cut
+    with pytest.raises(KeyboardInterrupt):
+        m.hidden_states([head + "Question: Was Aristotle a Greek philosopher of ancient times?\nAnswer:"])
+    m._decode = orig
+    assert same()

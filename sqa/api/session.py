@@ -80,6 +80,12 @@ class AskSession:
 
         if not question.strip():
             raise SqaError("empty question")
+        if (
+            self.reader.loaded
+        ):  # the model's state of a fresh process (llama.cpp: the KV cache of the prompt heads only)
+            back = getattr(self.reader.pipeline.model, "back_to_prefixes", None)
+            if back is not None:
+                back()
         asked = ask_question(
             self.reader,
             question,

@@ -111,6 +111,7 @@ class LlamaCppModel(ModelBase):
         self._last_slot = 0
         self._used = [0] * n_slots  # last-use tick of each slot (least recently used is evicted)
         self._clock = 0
+        self._warmed = None  # what warm_prefixes placed: (texts, cache_dir, tokens per slot, slot bookkeeping)
         self.slot_similarity = 0.5
         self._yes_ids = self._first_token_ids(YES_WORDS)
         self._no_ids = self._first_token_ids(NO_WORDS)
@@ -403,7 +404,30 @@ class LlamaCppModel(ModelBase):
             except (OSError, ValueError, RuntimeError):
                 pass  # no cache: read again next time
             done.append("read")
+        heads = [list(c) for c in self._slots[: len(done)]]
+        self._warmed = (list(texts), cache_dir, heads, (self._clock, list(self._used), self._last_slot))
         return done
+
+    def back_to_prefixes(self) -> None:
+        """Put the KV cache back as :meth:`warm_prefixes` left it (each slot holding its prompt
+        head and nothing after it; every slot empty where none were placed), the slot bookkeeping
+        with it: the state a fresh ``sqa ask`` process reads its question from. ``sqa ask -`` / ``-i``
+        call it before each question after the first (``sqa.api.session``), so an answer does not
+        depend on the questions before it (a prompt sharing tokens past the head with the previous
+        one is otherwise read from the cache those left: before this, P(yes) of 4 of 5 dev
+        questions moved by up to 0.020, bench/results/ask_session.json ``before_back_to_prefixes``),
+        and a read cut short by Ctrl-C (the cache holding tokens the slot's list does not) leaves
+        nothing behind. A head that was evicted is placed again (from
+        ``cache_dir``: milliseconds)."""
+        texts, cache_dir, heads, fresh = self._warmed or ((), None, [], (0, [0] * len(self._slots), 0))
+        if any(self._slots[s][: len(h)] != h for s, h in enumerate(heads)):
+            self.warm_prefixes(texts, cache_dir)
+            texts, cache_dir, heads, fresh = self._warmed
+        for s, c in enumerate(self._slots):
+            keep = len(heads[s]) if s < len(heads) else 0
+            self.ctx.memory_seq_rm(s, keep, -1)
+            del c[keep:]
+        self._clock, self._used, self._last_slot = fresh[0], list(fresh[1]), fresh[2]
 
     def reset_cache(self) -> None:
         """Drop every cached prefix (e.g. before timing a cold run)."""
