@@ -181,6 +181,24 @@ def test_interactive_prompt_through_a_pseudo_terminal(gold_index, states, capsys
     assert text.count("cancelled") == 1 and "Traceback" not in text
 
 
+def test_the_ask_path_imports_no_progress_bars_nor_unused_libraries(gold_index, tmp_path):
+    """A whole ``sqa ask --json`` (fake-states, facts reader: BM25 fact selection) in a fresh
+    process imports neither tqdm nor asyncio (bm25s's progress bars, 0.1 s; sqa shows none) nor
+    pandas, matplotlib, scikit-learn, torch or transformers; ``$DISABLE_TQDM`` is left as it was."""
+    watch = ("tqdm", "asyncio", "pandas", "matplotlib", "sklearn", "torch", "transformers", "bm25s")
+    boot = (
+        "import atexit, os, sys\n"
+        f"atexit.register(lambda: print('LOADED', [m for m in {watch!r} if m in sys.modules], "
+        "os.environ.get('DISABLE_TQDM'), file=sys.stderr))\n" + FAKE_STATES_MODEL
+    )
+    env = {**os.environ, "PYTHONPATH": REPO, "SQA_TEST_READ_DELAY": "0"}
+    env.pop("DISABLE_TQDM", None)
+    args = ["ask", QUESTIONS[0], "--json", "--model", "fake-states", "--index-dir", str(gold_index.index_dir)]
+    r = subprocess.run([sys.executable, "-c", boot, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and json.loads(r.stdout)["facts"], r.stderr[-3000:]
+    assert "LOADED ['bm25s'] None" in r.stderr, r.stderr[-3000:]  # the facts were selected with bm25s
+
+
 @pytest.mark.slow
 def test_back_to_prefixes_reads_the_next_prompt_as_a_fresh_process_even_after_a_cut_read(tmp_path):
     """The packaged 0.5B on llama.cpp: after a warmed prompt head, a prompt's reading (hidden state
