@@ -24,7 +24,7 @@ QUESTIONS = [
     "Did Aristotle use a laptop?",
     "Is the sun a star?",
     "Could a llama birth twice during the Vietnam War?",
-    "Would a Monoamine Oxidase candy bar cheer up a depressed friend?",
+    "Would the top of Mount Fuji stick out of the Sea of Japan? ",  # dev's own text, its trailing space kept
 ]
 
 
@@ -60,12 +60,12 @@ def _separate(questions, common: list, capsys) -> list[dict]:
 
 
 def test_piped_questions_are_answered_as_separate_asks_with_one_model_load(gold_index, states, capsys, monkeypatch):
-    """4 questions (and a blank line) on stdin: 4 JSON Lines equal to 4 separate ``sqa ask --json``
+    """4 questions (and blank lines) on stdin: 4 JSON Lines equal to 4 separate ``sqa ask --json``
     answers, one model load instead of four; without --json each tree equals ``sqa ask``'s."""
     common = ["--model", "fake-states", "--index-dir", gold_index.index_dir]
     apart = _separate(QUESTIONS, common, capsys)
     assert len(states) == 4
-    piped = "\n".join(QUESTIONS[:2]) + "\n\n  " + "\n".join(QUESTIONS[2:]) + "\n"
+    piped = "\n".join(QUESTIONS[:2]) + "\n\n  \n" + "\n".join(QUESTIONS[2:]) + "\n"  # blank lines skipped
     out = _ask(["ask", "-", "--json", *common], capsys, piped, monkeypatch)
     lines = out.splitlines()
     assert len(lines) == 4 and len(states) == 5  # JSON Lines, and the session loaded the model once

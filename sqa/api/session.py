@@ -99,10 +99,11 @@ class AskSession:
 
     def answer_lines(self, lines: Iterable[str]) -> Iterator:
         """Each non-blank line of ``lines`` (a file or ``sys.stdin``: read as it comes, so a pipe
-        is answered question by question) as a question -> its ``Asked``, in order."""
+        is answered question by question) as a question, as typed (without its line ending) -> its
+        ``Asked``, in order."""
         for line in lines:
-            if line.strip():
-                yield self.ask(line.strip())
+            if line.strip():  # the line as `sqa ask "$line"` would get it: only its line ending dropped
+                yield self.ask(line.rstrip("\r\n"))
 
     def prompt(
         self,
@@ -133,7 +134,7 @@ class AskSession:
             if not question.strip():
                 continue
             try:
-                show(self.ask(question.strip()))
+                show(self.ask(question))
             except KeyboardInterrupt:
                 say("cancelled: the question was not answered; the model stays loaded (Ctrl-D leaves)")
             except Exception as e:

@@ -4,6 +4,7 @@ prints :meth:`sqa.api.ask.Asked.to_json`."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -112,7 +113,8 @@ def ask_command(
     )
     show = asked_printer(as_json, json_lines=mode != "one", retrieval=r.preset.retrieval)
     if mode == "prompt":
-        import readline  # noqa: F401  (input() gets line editing and history)
+        with contextlib.suppress(ImportError):  # input() gets line editing and history where readline is
+            import readline  # noqa: F401
 
         from sqa.cli.errors import error_line
 

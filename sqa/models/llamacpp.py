@@ -409,24 +409,15 @@ class LlamaCppModel(ModelBase):
         return done
 
     def back_to_prefixes(self) -> None:
-        """Put the KV cache back as :meth:`warm_prefixes` left it (each slot holding its prompt
-        head and nothing after it; every slot empty where none were placed), the slot bookkeeping
-        with it: the state a fresh ``sqa ask`` process reads its question from. ``sqa ask -`` / ``-i``
-        call it before each question after the first (``sqa.api.session``), so an answer does not
-        depend on the questions before it (a prompt sharing tokens past the head with the previous
-        one is otherwise read from the cache those left: before this, P(yes) of 4 of 5 dev
-        questions moved by up to 0.020, bench/results/ask_session.json ``before_back_to_prefixes``),
-        and a read cut short by Ctrl-C (the cache holding tokens the slot's list does not) leaves
-        nothing behind. A head that was evicted is placed again (from
-        ``cache_dir``: milliseconds)."""
+        """The KV cache and slot bookkeeping as :meth:`warm_prefixes` left them (a fresh process's state;
+        an evicted head placed again); ``sqa ask -``/``-i`` set it before each question, so an answer
+        never depends on those before (bench/results/ask_session.json) and a read cut by Ctrl-C leaves nothing."""
+        if self._warmed and any(self._slots[s][: len(h)] != h for s, h in enumerate(self._warmed[2])):
+            self.warm_prefixes(*self._warmed[:2])
         texts, cache_dir, heads, fresh = self._warmed or ((), None, [], (0, [0] * len(self._slots), 0))
-        if any(self._slots[s][: len(h)] != h for s, h in enumerate(heads)):
-            self.warm_prefixes(texts, cache_dir)
-            texts, cache_dir, heads, fresh = self._warmed
-        for s, c in enumerate(self._slots):
-            keep = len(heads[s]) if s < len(heads) else 0
+        for s, keep in enumerate([len(h) for h in heads] + [0] * (len(self._slots) - len(heads))):
             self.ctx.memory_seq_rm(s, keep, -1)
-            del c[keep:]
+            del self._slots[s][keep:]
         self._clock, self._used, self._last_slot = fresh[0], list(fresh[1]), fresh[2]
 
     def reset_cache(self) -> None:
