@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -31,7 +32,7 @@ from sqa.strategyqa import load_questions
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(args, expect):
-    line = one_error_line(run_sqa(args))
+    line = one_error_line(run_sqa(args, stdin=subprocess.DEVNULL))  # `sqa ask` on a terminal opens a prompt
     assert expect in line.lower()
     assert f"sqa {args[0]}" in line or args[0] == "bogus"
     assert "--help" in line

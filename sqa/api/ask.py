@@ -82,11 +82,12 @@ class Asked:
             d["facts"] = [f.to_dict() for f in facts]
         return obj
 
-    def json_text(self) -> str:
-        """:meth:`to_json` as JSON text any parser reads; a NaN or infinity (which ``json.dumps``
-        would print as the invalid ``NaN``) raises SqaError naming the model instead."""
+    def json_text(self, indent: int | None = 1) -> str:
+        """:meth:`to_json` as JSON text any parser reads (``indent=None``: on one line, a line of
+        JSON Lines); a NaN or infinity (which ``json.dumps`` would print as the invalid ``NaN``)
+        raises SqaError naming the model instead."""
         try:
-            return json.dumps(self.to_json(), ensure_ascii=False, indent=1, allow_nan=False)
+            return json.dumps(self.to_json(), ensure_ascii=False, indent=indent, allow_nan=False)
         except ValueError:
             raise SqaError(
                 f"model {self.model}: the answer holds a value that is not a number (NaN/inf), so no JSON is printed; "
@@ -118,7 +119,7 @@ def ask_question(
     from sqa.facts.heads import head_identity_checked
 
     checked = head_identity_checked(head, reader.model)  # False: warned once, as the reader is built
-    with status(f"loading {reader.model} and the index…"):
+    with status(f"loading {reader.model} and the index…") if not reader.loaded else nullcontext():
         pipe = reader.pipeline
     t = time.perf_counter()
     q = Question(qid="", question=question)

@@ -276,7 +276,10 @@ class Reader:
         """Check, before the model loads, what can be: the index (when the preset retrieves), the
         model's file, the facts reader's answer head and that the model gives what the head reads.
         Returns that head (None: zero-shot, or the steps reader). Raises the SqaError subclass
-        that applies (:class:`sqa.types.IndexNotFound`, :class:`sqa.types.ModelNotFound`, ...)."""
+        that applies (:class:`sqa.types.IndexNotFound`, :class:`sqa.types.ModelNotFound`, ...).
+        Once loaded (:attr:`loaded`) nothing is checked again: returns the head that answers."""
+        if self._pipeline is not None:  # a session's later questions: checked and loaded once
+            return getattr(self._pipeline.reader, "head", None) if self.preset.reader == "facts" else None
         from sqa.models.registry import resolve_gguf
         from sqa.pipeline import check_head_states, load_head, open_index
 

@@ -4,6 +4,8 @@ prints :meth:`sqa.api.ask.Asked.to_json`."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -32,7 +34,8 @@ from sqa.cli.common import (
 )
 
 HELP = {
-    "question": 'A yes/no question, e.g. "Could a llama birth twice during the Vietnam War?"',
+    "question": 'A yes/no question, e.g. "Could a llama birth twice during the Vietnam War?"; - reads them one a line from stdin (--json: JSON Lines), loading the model once.',
+    "interactive": "A prompt that loads the model once and answers question after question (Ctrl-C cancels one, Ctrl-D leaves); also `sqa ask` with no question in a terminal.",
     "model": "qwen2.5-coder-1.5b (default), qwen2.5-coder-0.5b, a .gguf file, openai:NAME (a model behind an OpenAI-compatible server, see --base-url) or a Hugging Face checkpoint name/directory (transformers).",
     "k": "Evidence paragraphs retrieved per step and for the question (top-k; default 10, a --method's own otherwise).",
     "decomposition": "The steps reader only: predicted (decompose into steps; its default) or question (no decomposition: retrieve with the question).",
@@ -45,7 +48,8 @@ HELP = {
 
 @app.command("ask")
 def ask_command(
-    question: Annotated[str, typer.Argument(help=HELP["question"])],
+    question: Annotated[Optional[str], typer.Argument(help=HELP["question"], show_default=False)] = None,
+    interactive: Annotated[bool, opt("-i", "--interactive", help=HELP["interactive"])] = False,
     model: Annotated[str, opt("--model", help=HELP["model"], show_default=True)] = "qwen2.5-coder-1.5b",
     k: Annotated[Optional[int], opt("-k", "--k", help=HELP["k"])] = None,
     decomposition: Annotated[Optional[str], opt("--decomposition", help=HELP["decomposition"])] = None,
@@ -70,13 +74,16 @@ def ask_command(
     set: c.SetOpt = None,
 ) -> None:
     """Answer a yes/no question with a preset's reader (default facts) or a --method, and show the evidence."""
-    from sqa.api.ask import ask_question, check_ask
+    from sqa.api.ask import check_ask
     from sqa.api.reader import Reader
-    from sqa.render.answers import answer_tree
+    from sqa.api.session import AskSession, session_mode
+    from sqa.render.answers import asked_printer
 
+    mode = session_mode(question, interactive, sys.stdin.isatty())
     by_method = c.method_kwargs(locals())
     chosen = None if by_method else choose_preset(preset, reader, False if no_retrieval else None, None, for_ask=True)
-    check_ask(question, k or 10, chosen.reader if chosen else "method", decomposition, steps, head)
+    kind = chosen.reader if chosen else "method"
+    check_ask(question if mode == "one" else "-", k or 10, kind, decomposition, steps, head)
     served = served_options(base_url, api, allow_model_alias)
     if chat_template is not None:
         from sqa.models.chat import check_template_file
@@ -97,16 +104,23 @@ def ask_command(
         **by_method,
     )
     err = Console(stderr=True)
-    asked = ask_question(
+    session = AskSession(
         r,
-        question,
         decomposition=decomposition,
         steps=steps,
         status=lambda m: err.status(m, spinner="dots"),
         note=lambda line: err.print(f"[dim]{escape(line)}[/dim]", soft_wrap=True),  # one note, one line
     )
-    print_served_notes(asked.lm, err)
-    if as_json:
-        typer.echo(asked.json_text())
+    show = asked_printer(as_json, json_lines=mode != "one", retrieval=r.preset.retrieval)
+    if mode == "prompt":
+        with contextlib.suppress(ImportError):  # input() gets line editing and history where readline is
+            import readline  # noqa: F401
+
+        from sqa.cli.errors import error_line
+
+        session.prompt(show, say=lambda line: err.print(line, markup=False, highlight=False), on_error=error_line)
     else:
-        Console().print(answer_tree(asked, retrieval=r.preset.retrieval))
+        for asked in session.answer_lines(sys.stdin) if mode == "lines" else [session.ask(question)]:
+            show(asked)
+    if session.model is not None:
+        print_served_notes(session.model, err)

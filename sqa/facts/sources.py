@@ -47,7 +47,9 @@ class _BM25:
     """A small bm25s index over ``texts`` (English stemming and stop words)."""
 
     def __init__(self, texts: Sequence[str]):
-        import bm25s
+        from sqa.text import bm25s_module
+
+        bm25s = bm25s_module()
         import Stemmer
 
         self._stemmer = Stemmer.Stemmer("english")
@@ -59,7 +61,9 @@ class _BM25:
 
     def rank(self, query: str, k: int) -> list[tuple[int, float]]:
         """Up to ``k`` (index, score) pairs with score > 0, best first."""
-        import bm25s
+        from sqa.text import bm25s_module
+
+        bm25s = bm25s_module()
 
         if self.n == 0:
             return []

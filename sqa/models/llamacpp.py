@@ -111,6 +111,7 @@ class LlamaCppModel(ModelBase):
         self._last_slot = 0
         self._used = [0] * n_slots  # last-use tick of each slot (least recently used is evicted)
         self._clock = 0
+        self._warmed = None  # what warm_prefixes placed: (texts, cache_dir, tokens per slot, slot bookkeeping)
         self.slot_similarity = 0.5
         self._yes_ids = self._first_token_ids(YES_WORDS)
         self._no_ids = self._first_token_ids(NO_WORDS)
@@ -403,7 +404,21 @@ class LlamaCppModel(ModelBase):
             except (OSError, ValueError, RuntimeError):
                 pass  # no cache: read again next time
             done.append("read")
+        heads = [list(c) for c in self._slots[: len(done)]]
+        self._warmed = (list(texts), cache_dir, heads, (self._clock, list(self._used), self._last_slot))
         return done
+
+    def back_to_prefixes(self) -> None:
+        """The KV cache and slot bookkeeping as :meth:`warm_prefixes` left them (a fresh process's state;
+        an evicted head placed again); ``sqa ask -``/``-i`` set it before each question, so an answer
+        never depends on those before (bench/results/ask_session.json) and a read cut by Ctrl-C leaves nothing."""
+        if self._warmed and any(self._slots[s][: len(h)] != h for s, h in enumerate(self._warmed[2])):
+            self.warm_prefixes(*self._warmed[:2])
+        texts, cache_dir, heads, fresh = self._warmed or ((), None, [], (0, [0] * len(self._slots), 0))
+        for s, keep in enumerate([len(h) for h in heads] + [0] * (len(self._slots) - len(heads))):
+            self.ctx.memory_seq_rm(s, keep, -1)
+            del self._slots[s][keep:]
+        self._clock, self._used, self._last_slot = fresh[0], list(fresh[1]), fresh[2]
 
     def reset_cache(self) -> None:
         """Drop every cached prefix (e.g. before timing a cold run)."""

@@ -132,3 +132,22 @@ def _steps(tree: Tree, asked) -> None:
             node.add(evidence(s.evidence[0]))
     if not r.steps and r.paragraphs:
         tree.add(evidence(r.paragraphs[0]))
+
+
+def asked_printer(as_json: bool, json_lines: bool, retrieval: bool = True):
+    """What ``sqa ask`` prints for each asked question (``sqa.api.ask.Asked``), as a function of
+    it: the :func:`answer_tree` on stdout, or with ``as_json`` its JSON object (indented, or with
+    ``json_lines`` on one line: JSON Lines, one object a question), flushed so that a pipe gets
+    each answer as it comes. ``retrieval``: as :func:`answer_tree`'s."""
+    import sys
+
+    from rich.console import Console
+
+    def show(asked) -> None:
+        if as_json:
+            print(asked.json_text(indent=None if json_lines else 1), flush=True)
+        else:
+            Console().print(answer_tree(asked, retrieval=retrieval))
+            sys.stdout.flush()
+
+    return show

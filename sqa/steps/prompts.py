@@ -67,7 +67,9 @@ class DemoSelector:
     """
 
     def __init__(self, questions: Sequence[Question] | None = None, max_steps: int = 4):
-        import bm25s
+        from sqa.text import bm25s_module
+
+        bm25s = bm25s_module()
         import Stemmer
 
         if questions is None:
@@ -90,7 +92,9 @@ class DemoSelector:
 
     def _ranked(self, question: str, k: int) -> list[int]:
         """Indices into ``demos`` of the ``k`` most similar questions, best first (BM25)."""
-        import bm25s
+        from sqa.text import bm25s_module
+
+        bm25s = bm25s_module()
 
         tokens = bm25s.tokenize([question], stopwords="en", stemmer=self._stemmer, show_progress=False)
         idx, _ = self._bm25.retrieve(tokens, k=k, show_progress=False)
