@@ -3,12 +3,13 @@ after another (issue 47 item 6)? Writes bench/work/batch_generate.json or --out 
 --out bench/results/batch_generate.json).
 
     python -m bench.batch_generate [--model qwen2.5-coder-1.5b] [--sizes 1,2,4,8] [--tokens 48]
-        [--repeat 3] [--threads 1] [--out bench/results/batch_generate.json]
+        [--variant wei] [--repeat 3] [--threads 1] [--out bench/results/batch_generate.json]
 
-Workload: ``sqa.methods.prompts.cot_prompt`` (Wei et al.'s six exemplars, the same ~700-token head
-for every question) for the first B dev questions. The head is read once into KV sequence 0 and
-copied (``llama_memory_seq_cp``, which shares the cells in the unified cache) into sequence 1..B
-before each variant, so both variants read only each question's own tail:
+Workload: ``sqa.methods.prompts.cot_prompt`` (Wei et al.'s six exemplars: the same 358-token head
+for every question on the 1.5B's tokenizer; ``--variant dragin``: DRAGIN's demonstrations) for
+the first B dev questions. The head is read once into KV sequence 0 and copied
+(``llama_memory_seq_cp``, which shares the cells in the unified cache) into sequence 1..B before
+each variant, so both variants read only each question's own tail:
 
 - ``sequential``: per question, read its tail into its sequence, then ``--tokens`` greedy tokens
   one decode each (as ``LlamaCppModel.complete`` does for one prompt);
@@ -134,13 +135,14 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,2,4,8", help="batch sizes B, comma-separated")
     ap.add_argument("--tokens", type=int, default=48, help="generated tokens per question")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--variant", default="wei", help="cot_prompt variant: wei (358-token head) or dragin")
     ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads of the generation decodes")
     ap.add_argument("--read-threads", type=int, default=0, help="threads of the prompt-tail reads (0: --threads)")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     questions = [q.question for q in sqa.load_questions("dev")[: max(sizes)]]
-    prompts = [cot_prompt(q) for q in questions]
+    prompts = [cot_prompt(q, a.variant) for q in questions]
     t = time.perf_counter()
     model = LlamaCppModel(resolve_gguf(a.model), name=a.model, n_ctx=4096, n_slots=max(sizes) + 1)
     load_s = time.perf_counter() - t
@@ -204,6 +206,7 @@ def main() -> None:
     record = {
         "what": "greedy generation of B CoT questions: one llama.cpp batch per step vs one question after another",
         "model": a.model,
+        "prompt": f"cot_prompt(question, {a.variant!r})",
         "head_tokens": len(head),
         "tail_tokens": [len(t) for t in tails],
         "generated_per_question": a.tokens,
