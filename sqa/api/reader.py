@@ -148,7 +148,7 @@ class Reader:
 
         from sqa.api.checks import int_arg, path_arg
 
-        if model is not None and not isinstance(model, (str, Path)) and not hasattr(model, "yes_probability"):
+        if model is not None and not isinstance(model, (str, Path)) and not hasattr(type(model), "hidden_states"):
             raise BadInput(
                 f"Reader: model must be a model name (str, e.g. {DEFAULT_MODEL!r}), a model file path or a "
                 f"loaded LanguageModel, not {type(model).__name__} {model!r:.60}"
@@ -230,7 +230,7 @@ class Reader:
         settings name another method, or for settings the method does not read."""
         from dataclasses import replace
 
-        from sqa.methods.registry import load_method, method_preset
+        from sqa.methods.registry import load_method, method_preset, method_spec
         from sqa.methods.settings import MethodSettings
 
         if preset is not None:
@@ -238,8 +238,6 @@ class Reader:
         if settings is not None and not isinstance(settings, MethodSettings):
             raise BadInput(f"settings: a sqa.methods.MethodSettings (got {type(settings).__name__})")
         m = load_method(method if method is not None else settings.method)
-        from sqa.methods.registry import method_spec
-
         spec = method_spec(m)
         if settings is not None and settings.method not in (spec, m.name) and method is not None:
             raise BadInput(f"settings are for method {settings.method!r}, not {m.name!r}")
