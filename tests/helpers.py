@@ -321,16 +321,19 @@ def train_args(limit: int, index_dir, out, model: str = "fake-states", *extra) -
 
 def stored_features(home) -> list[dict]:
     """Every features record under ``HOME/features`` (all models and settings), file by file in
-    name order, line by line."""
+    name order, line by line; a last line without its newline (being written by a running
+    process a test polls) is not counted yet."""
     import json
     from pathlib import Path
 
-    return [
-        json.loads(x)
-        for f in sorted((Path(home) / "features").glob("*/*/*.jsonl"))
-        for x in f.read_text().splitlines()
-        if x.strip()
-    ]
+    out = []
+    for f in sorted((Path(home) / "features").glob("*/*/*.jsonl")):
+        text = f.read_text()
+        lines = [x for x in text.splitlines() if x.strip()]
+        if lines and not text.endswith("\n"):  # a line a running writer has not finished: not stored yet
+            lines.pop()
+        out += [json.loads(x) for x in lines]
+    return out
 
 
 def free_port() -> int:
