@@ -100,6 +100,7 @@ def test_a_file_redirected_by_the_shell(gold_index, states, capsys, tmp_path):
 def test_a_method_in_a_session_over_a_served_model(capsys, monkeypatch):
     """``sqa ask - --method cot`` through a stand-in server: each answer (P(yes), the reasoning, the
     calls) is the one of a separate ``sqa ask --method cot``; the model is loaded (probed) once."""
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     monkeypatch.setenv("SQA_OPENAI_CACHE", "0")  # every answer from the server, none from the cache
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     server = StandIn(reason=lambda text: f" {text.split()[-3]} is a word. So the answer is yes.")

@@ -300,6 +300,7 @@ def docs_method_source() -> str:
 def test_docs_own_method_runs_through_sqa_evaluate_and_sqa_eval(tmp_path, monkeypatch, gold_index):
     from helpers import StandIn, run_sqa
 
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     (tmp_path / "my_method.py").write_text(docs_method_source())
     monkeypatch.chdir(tmp_path)
     m = MethodModel()

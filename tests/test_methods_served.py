@@ -12,6 +12,8 @@ from helpers import StandIn, one_error_line, run_sqa
 
 import sqa
 
+pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
+
 COT = " Hamsters are prey animals. So the answer is yes."
 
 
@@ -160,6 +162,7 @@ def test_questions_go_to_the_server_at_once_at_its_measured_concurrency(tmp_path
 
 
 def test_several_methods_run_on_the_same_questions_and_are_compared(tmp_path, gold_index):
+    pytest.importorskip("scipy", reason="scipy (the models extra) runs the comparison's McNemar test")
     server = StandIn(reason=lambda text: COT)
     try:
         r = served(server, "cot,rag", tmp_path / "m", index=gold_index, limit=4)

@@ -45,6 +45,7 @@ def test_echoed_authorization_is_never_shown(tmp_path, code, how):
     """A server that echoes the ``Authorization`` header in its 401/403/500 error body: the error
     line and the ``SQA_DEBUG=1`` traceback hold neither the password (as typed, percent-encoded),
     nor the base64 of ``user:password`` (Basic), nor the bearer key."""
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     server = StandIn(echo_auth=code)
     try:
         head = write_log_odds_head(tmp_path / "h.json")
@@ -87,6 +88,7 @@ def test_response_cache_never_stores_an_echoed_credential(tmp_path, how):
     """A server that puts the ``Authorization`` header it got into its answers: nothing holding
     the credential reaches the response cache (``$SQA_HOME/cache/responses/responses.sqlite``) or
     the output."""
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     server = StandIn(echo_auth="answer")
     try:
         head = write_log_odds_head(tmp_path / "h.json")
@@ -291,6 +293,7 @@ def test_a_garbled_yes_or_no_is_missing_not_a_minor_spelling(bad, endpoint):
 def test_served_eval_counts_garbled_readouts_as_missing(tmp_path, bad):
     """Through ``sqa eval`` against a stand-in whose answers list a garbled `` Yes``/`` No`` and the
     minor spellings: every read-out is counted missing and P(yes) is 0.5 (main read 0.731)."""
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     import json
 
     from helpers import served_eval_args
@@ -319,6 +322,7 @@ def test_served_model_answering_under_another_name_is_refused(tmp_path, monkeypa
     """From Python: a server answering as ``answered`` when asked for ``asked`` (a name that only
     starts alike, or shares a last path part) is refused in one line naming both and
     ``allow_model_alias``; with ``allow_model_alias=True`` it reads."""
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     from sqa.models.openai import OpenAIModel
     from sqa.types import SqaError
 
@@ -417,6 +421,7 @@ def test_compare_reads_20000_questions_per_run_in_seconds(tmp_path):
     """Two runs of 20,000 synthetic questions each: reading both and comparing them (a small
     bootstrap, so only the per-question work is timed) takes seconds; main copied the rest of
     ``traces.jsonl`` for every line it read (quadratic: 12,000 per run took 12 s to read)."""
+    pytest.importorskip("scipy", reason="scipy (the models extra) runs sqa compare's tests")
     import json
     import time
 
