@@ -361,3 +361,13 @@ def test_a_protocol_pins_a_papers_settings_for_the_methods_that_read_them(tmp_pa
     with pytest.raises(BadInput, match="--protocol dragin-1000 pins --answer-rule answer-is-else-no"):
         sqa.evaluate(given, protocol="dragin-1000", limit=2, out=tmp_path / "clash", progress=False)
     assert not (tmp_path / "clash").exists()
+
+
+def test_a_protocol_pins_the_settings_of_a_reader_that_has_answered_already(tmp_path):
+    m = MethodModel()
+    reader = sqa.Reader(model=m, method="cot")
+    reader.ask("Is the sun a star?")  # the reader is built with the Wei prompt
+    sqa.evaluate(reader, protocol="dragin-1000", limit=1, out=tmp_path / "run", progress=False)
+    assert m.calls[-1]["prompt"].startswith("Question: ")  # DRAGIN's wording, not Table 25's "Q: "
+    recorded = json.loads((tmp_path / "run" / "run.json").read_text())["options"]["method_settings"]
+    assert recorded["prompt"] == "dragin" and recorded["answer_rule"] == "answer-is-else-no"

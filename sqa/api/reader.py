@@ -48,7 +48,6 @@ class Answer:
     head: str = ""
     model: str = ""
     result: "ReasoningResult | None" = field(default=None, repr=False)
-    method: dict = field(default_factory=dict)  # a method's record: name, rule, text, votes, cost ({} for a preset)
 
     @property
     def confidence(self) -> float:
@@ -71,8 +70,12 @@ class Answer:
             r.head,
             r.model,
             r,
-            method=dict(r.method),
         )
+
+    @property
+    def method(self) -> dict:
+        """A method's record (name, answer rule, read, votes, text, cost, calls); {} for a preset."""
+        return self.result.method if self.result is not None else {}
 
     def __repr__(self) -> str:
         """One line: answer, P(yes) (calibrated or the model's own), model, the question cut at 60."""
@@ -159,7 +162,11 @@ class Reader:
             path_arg("Reader", arg, v)
         self.method, self.method_settings, self._settings = None, {}, None
         if method is not None or settings is not None:
-            preset, k = self._method_preset(preset, method, settings, k)
+            from sqa.methods.registry import reader_method
+
+            if preset is not None:
+                raise BadInput("give a preset or a method, not both (facts and steps are methods too)")
+            preset, k, self.method, self._settings, self.method_settings = reader_method(method, settings, k)
         if isinstance(preset, str) or preset is None:
             preset = get_preset(preset or "facts")
         k = 10 if k is None else k
@@ -223,43 +230,15 @@ class Reader:
         self._pipeline = None
         self._head = None  # the answer head preflight() loaded
 
-    def _method_preset(self, preset, method, settings, k):
-        """``(preset, k)`` for a method (``method``: a name, ``module:Class``, a Method class or
-        instance; ``settings``: a ``sqa.methods.MethodSettings``); sets :attr:`method` and
-        :attr:`method_settings` (resolved). Raises BadInput when a preset is given too, when the
-        settings name another method, or for settings the method does not read."""
-        from dataclasses import replace
-
-        from sqa.methods.registry import load_method, method_preset, method_spec
-        from sqa.methods.settings import MethodSettings
-
-        if preset is not None:
-            raise BadInput("give a preset or a method, not both (facts and steps are methods too)")
-        if settings is not None and not isinstance(settings, MethodSettings):
-            raise BadInput(f"settings: a sqa.methods.MethodSettings (got {type(settings).__name__})")
-        m = load_method(method if method is not None else settings.method)
-        spec = method_spec(m)
-        if settings is not None and settings.method not in (spec, m.name) and method is not None:
-            raise BadInput(f"settings are for method {settings.method!r}, not {m.name!r}")
-        settings = settings or MethodSettings(spec)
-        if m.preset:  # facts / steps: their presets, with the readers' own options (top-k)
-            if set(settings.given()) - {"k"}:
-                raise BadInput(f"--method {m.name} is the {m.preset} preset's reader: it takes no method settings")
-            return method_preset(m), settings.k if settings.k is not None else k
-        if k is not None and settings.k is None and "k" in m.defaults:
-            settings = replace(settings, k=k)
-        self.method, self._settings, self.method_settings = m, settings, settings.resolve(m)
-        return method_preset(m), self.method_settings.get("k", k)
-
     def pin_settings(self, pinned: dict, by: str) -> None:
         """Apply a protocol's pinned method settings (``sqa.eval.protocols.Protocol.settings``) to
-        this Reader's method: each setting the method reads is set; one the user gave with another
-        value raises BadInput naming ``by`` (the protocol). A no-op for presets."""
+        this Reader's method (and its loaded reader): each setting the method reads is set; one given
+        with another value raises BadInput naming ``by`` (the protocol). A no-op for presets."""
         from dataclasses import replace
 
         from sqa.methods.settings import FLAGS
 
-        if self.method is None or self._pipeline is not None:
+        if self.method is None:
             return
         given = self._settings.given()
         for key, value in pinned.items():
@@ -269,6 +248,8 @@ class Reader:
         self._settings = replace(self._settings, **apply)
         self.method_settings = self._settings.resolve(self.method)
         self.k = self.method_settings.get("k", self.k)
+        if self._pipeline is not None:  # loaded already (asked before): its reader reads them too
+            self._pipeline.reader.settings = self.method_settings
 
     def preflight(self):
         """Check, before the model loads, what can be: the index (when the preset retrieves), the

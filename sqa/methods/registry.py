@@ -112,3 +112,33 @@ def method_preset(method):
     if method.preset:
         return get_preset(method.preset)
     return Preset(method.name, "method", retrieval=method.retrieves, summary=method.source, method=method_spec(method))
+
+
+def reader_method(method, settings, k: int | None):
+    """What ``sqa.Reader(method=..., settings=..., k=...)`` runs: ``(preset, k, method, settings,
+    resolved)``,
+    the preset of :func:`method_preset`, the top-k (the method's resolved ``k`` where it reads one),
+    the loaded method, its ``sqa.methods.MethodSettings`` (``k`` put in where given and read) and
+    their resolved values; for ``facts`` and ``steps`` method and settings are None and resolved {} (their presets' readers, which take
+    only ``k``). ``method``: as :func:`load_method` takes it, or None to take ``settings.method``.
+    Raises BadInput for settings that are no MethodSettings, are another method's, or that the
+    method does not read."""
+    from dataclasses import replace
+
+    from sqa.methods.settings import MethodSettings
+
+    if settings is not None and not isinstance(settings, MethodSettings):
+        raise BadInput(f"settings: a sqa.methods.MethodSettings (got {type(settings).__name__})")
+    m = load_method(method if method is not None else settings.method)
+    spec = method_spec(m)
+    if settings is not None and settings.method not in (spec, m.name) and method is not None:
+        raise BadInput(f"settings are for method {settings.method!r}, not {m.name!r}")
+    settings = settings or MethodSettings(spec)
+    if m.preset:  # facts / steps: their presets, with the readers' own options (top-k)
+        if set(settings.given()) - {"k"}:
+            raise BadInput(f"--method {m.name} is the {m.preset} preset's reader: it takes no method settings")
+        return method_preset(m), settings.k if settings.k is not None else k, None, None, {}
+    if k is not None and settings.k is None and "k" in m.defaults:
+        settings = replace(settings, k=k)
+    resolved = settings.resolve(m)
+    return method_preset(m), resolved.get("k", k), m, settings, resolved
