@@ -413,8 +413,8 @@ COST = ("calls", "generated_tokens", "prompt_tokens", "retrievals", "seconds")
 
 def method_runs() -> list[Path]:
     """The recorded runs of a method (``metrics.json`` holds ``method``), most questions first."""
-    runs = [mf.parent for mf in (RESULTS / "runs").glob("*/metrics.json") if load(mf).get("method")]
-    return sorted(runs, key=lambda r: (-load(r / "metrics.json")["n"], r.name))
+    found = [(load(mf), mf.parent) for mf in (RESULTS / "runs").glob("*/metrics.json")]
+    return [run for m, run in sorted((x for x in found if x[0].get("method")), key=lambda x: (-x[0]["n"], x[1].name))]
 
 
 def method_rows() -> list[list[str]]:
@@ -485,7 +485,8 @@ def methods_text(current: str) -> str:
         "Recall@10",
         "run (`bench/results/`)",
     ]
-    body = [table(header, method_rows())] if method_rows() else ["No method run is recorded yet."]
+    rows = method_rows()
+    body = [table(header, rows)] if rows else ["No method run is recorded yet."]
     pairs = method_comparison()
     if pairs:
         body += [

@@ -250,14 +250,12 @@ COST_KEYS = ("calls", "generated_tokens", "prompt_tokens", "retrievals", "second
 def method_cost(run: RunData, qids: list[str]) -> dict | None:
     """Mean ``method.cost`` over ``qids`` of a method's run (a key is None where a question lacks
     it, e.g. tokens a model did not count); None when the run's records carry no method cost."""
+    from sqa.eval.run_metrics import mean_cost
+
     costs = [(run.records.get(q) or {}).get("method", {}).get("cost") for q in qids]
     if not qids or not all(isinstance(c, dict) for c in costs):
         return None
-    out = {}
-    for k in COST_KEYS:
-        values = [c.get(k) for c in costs]
-        out[k] = None if any(v is None for v in values) else round(sum(values) / len(values), 3)
-    return out
+    return mean_cost(costs, COST_KEYS, digits=3)
 
 
 def _bootstrap_interval(diffs, rng, resamples: int) -> list[float]:

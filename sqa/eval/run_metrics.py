@@ -297,6 +297,16 @@ def compute_metrics(
 COST_KEYS = ("calls", "generations", "p_yes_reads", "prompt_tokens", "generated_tokens", "retrievals", "seconds")
 
 
+def mean_cost(costs: Sequence[dict], keys: Sequence[str] = COST_KEYS, digits: int = 4) -> dict:
+    """The mean of each of ``keys`` over ``costs`` (methods' per-question ``method.cost`` dicts),
+    rounded to ``digits``; None for a key some question lacks (e.g. tokens a model did not count)."""
+    out = {}
+    for key in keys:
+        values = [c.get(key) for c in costs]
+        out[key] = None if any(v is None for v in values) else round(sum(values) / len(values), digits)
+    return out
+
+
 def method_summary(done: dict[str, dict], questions: Sequence[Question]) -> dict | None:
     """For a method's run (``sqa.methods``): its name and answer rule, how many outputs no rule
     could read (``unread_outputs``; questions answered by the ``forced`` fallback or scored by the
@@ -306,10 +316,7 @@ def method_summary(done: dict[str, dict], questions: Sequence[Question]) -> dict
     recs = [done[q.qid]["method"] for q in questions if q.qid in done and isinstance(done[q.qid].get("method"), dict)]
     if not recs:
         return None
-    per_question = {}
-    for key in COST_KEYS:
-        values = [r.get("cost", {}).get(key) for r in recs]
-        per_question[key] = None if any(v is None for v in values) else round(sum(values) / len(values), 4)
+    per_question = mean_cost([r.get("cost", {}) for r in recs])
     return {
         "name": recs[0].get("name"),
         "answer_rule": recs[0].get("answer_rule"),

@@ -58,7 +58,8 @@ class SelfConsistency(Method):
         s = tools.settings
         prompt = P.cot_prompt(question, s["prompt"])
         paths = tools.generate(prompt, stop=STOP, temperature=s["temperature"], n=s["samples"], seed=s["seed"])
-        votes = [_read(tools, p.text) for p in paths]
+        text_rule = "answer-is-else-no" if s["answer_rule"] == "answer-is-else-no" else "answer-is"
+        votes = [tools.read(p.text, text_rule) for p in paths]  # an unread path does not vote
         read = [v for v in votes if v is not None]
         if not read:
             d = tools.decide(prompt, paths[0].text, rule="forced")
@@ -67,16 +68,3 @@ class SelfConsistency(Method):
         answer = yes * 2 > len(read) or (yes * 2 == len(read) and read[0])
         first = next(p.text for p, v in zip(paths, votes) if v is not None)
         return MethodOutput(bool(answer), yes / len(read), True, first, votes=votes)
-
-
-def _read(tools, text: str) -> bool | None:
-    """One path's answer by the run's rule, without the forced fallback (an unread path does not vote)."""
-    from sqa.methods import rules
-
-    if tools.settings["answer_rule"] == "answer-is-else-no":
-        yes, ok = rules.answer_is_else_no(text)
-        tools.unread += not ok
-        return yes
-    yes = rules.answer_is(text)
-    tools.unread += yes is None
-    return yes

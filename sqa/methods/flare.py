@@ -21,7 +21,7 @@ import re
 from sqa.methods import prompts as P
 from sqa.methods.base import Method, MethodOutput, cite
 from sqa.methods.cot import STOP
-from sqa.methods.rag import IRCOT_MAX_PARAGRAPHS, _step, paragraph_text
+from sqa.methods.rag import IRCOT_MAX_PARAGRAPHS, _step, add_paragraphs
 from sqa.types import SqaError
 
 _END = re.compile(r"[.!?]\s*$")
@@ -71,7 +71,7 @@ class Flare(Method):
             if probs and min(probs) < s["theta"]:
                 query = masked_query(gen, len(probs), s["theta"]) or question
                 hits = tools.search(query)
-                docs += [d for d in (paragraph_text(h) for h in hits) if d not in docs]
+                add_paragraphs(docs, hits)
                 steps.append(_step(len(steps) + 1, query, hits))
                 prompt = P.continue_prompt(question, docs[-IRCOT_MAX_PARAGRAPHS:], text, s["prompt"])
                 again = tools.generate(prompt, stop=STOP, logprobs=True)[0]

@@ -31,6 +31,11 @@ def paragraph_text(hit) -> str:
     return f"{hit.title}: {' '.join(hit.text.split())}"
 
 
+def add_paragraphs(docs: list[str], hits) -> None:
+    """Append to ``docs`` the prompt text of each of ``hits`` not there yet, in order."""
+    docs += [d for d in (paragraph_text(h) for h in hits) if d not in docs]
+
+
 def _step(i: int, query: str, hits, answer: str | None = None) -> StepTrace:
     return StepTrace(
         i, query, query=query, answer=answer, evidence=[h.evidence_id for h in hits], scores=[h.score for h in hits]
@@ -92,7 +97,6 @@ class IRCoT(Method):
         hits = tools.search(question)
         docs = [paragraph_text(h) for h in hits]
         steps, text = [_step(1, question, hits)], ""
-        prompt = P.rag_prompt(question, docs[-IRCOT_MAX_PARAGRAPHS:], s["prompt"])
         for i in range(s["max_steps"]):
             prompt = P.continue_prompt(question, docs[-IRCOT_MAX_PARAGRAPHS:], text, s["prompt"])
             out = tools.generate(prompt, stop=STOP)[0].text
@@ -100,10 +104,10 @@ class IRCoT(Method):
             if not sentence:
                 break
             text = f"{text} {sentence}".strip()
-            if P.ANSWER_IS.lower() in text.lower() or "answer is" in sentence.lower():
+            if "answer is" in sentence.lower():  # an earlier sentence stating it ended the loop
                 break
             hits = tools.search(sentence)
-            docs += [d for d in (paragraph_text(h) for h in hits) if d not in docs]
+            add_paragraphs(docs, hits)
             steps.append(_step(i + 2, sentence, hits))
         final_prompt = P.continue_prompt(question, docs[-IRCOT_MAX_PARAGRAPHS:], "", s["prompt"])
         d = tools.decide(final_prompt, text)

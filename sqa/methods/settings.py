@@ -101,7 +101,7 @@ class MethodSettings:
                 f"{', '.join(FLAGS[k] for k in method.defaults) or 'no settings'})"
             )
         out = {**method.defaults, **given}
-        variants = getattr(method, "prompts", ())
+        variants = method.prompts
         if "prompt" in out and variants and out["prompt"] not in variants:
             raise BadInput(f"--prompt {out['prompt']!r}: --method {method.name} has {', '.join(variants)}")
         for name in ("temperature", "theta"):

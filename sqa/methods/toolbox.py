@@ -135,21 +135,32 @@ class Tools:
         self.log.append({"call": "search", "query": query, "evidence": [h.evidence_id for h in hits]})
         return hits
 
+    def read(self, generated: str, rule: str | None = None) -> bool | None:
+        """Yes/no from ``generated`` by ``rule`` (default: the run's ``answer_rule``) without the
+        ``forced`` read-out: None where ``answer-is`` finds no answer (``answer-is-else-no`` scores
+        it no); every output the rule cannot read is counted in :attr:`unread`. ``forced`` reads
+        nothing from text: None."""
+        rule = rule or self.settings.get("answer_rule") or "answer-is"
+        if rule == "forced":
+            return None
+        if rule == "answer-is-else-no":
+            yes, found = rules.answer_is_else_no(generated)
+        else:
+            yes = rules.answer_is(generated)
+            found = yes is not None
+        self.unread += not found
+        return yes
+
     def decide(self, prompt: str, generated: str, rule: str | None = None) -> Decision:
         """Yes/no from ``generated`` (the continuation of ``prompt``) by ``rule`` (default: the run's
         ``answer_rule`` setting; see :mod:`sqa.methods.rules`). ``answer-is`` falls back to the
         ``forced`` read-out (one more counted call) when the text holds no answer; every such
         output is counted in :attr:`unread`."""
         rule = rule or self.settings.get("answer_rule") or "answer-is"
-        if rule == "answer-is-else-no":
-            yes, read = rules.answer_is_else_no(generated)
-            self.unread += not read
-            return Decision(yes, 1.0 if yes else 0.0, read, rule)
-        if rule == "answer-is":
-            yes = rules.answer_is(generated)
-            if yes is not None:
-                return Decision(yes, 1.0 if yes else 0.0, True, rule)
-            self.unread += 1
+        unread = self.unread
+        yes = self.read(generated, rule)
+        if yes is not None:
+            return Decision(yes, 1.0 if yes else 0.0, self.unread == unread, rule)
         p = self.p_yes(rules.forced_prompt(prompt, generated))
         return Decision(p >= 0.5, p, rule == "forced", rule)
 
