@@ -281,6 +281,21 @@ class Generation:
 
 
 @dataclass(frozen=True)
+class AttendedGeneration:
+    """A greedy continuation with what DRAGIN's RIND reads (``LanguageModel.attend``): ``text`` (cut
+    before the first stop string), ``words`` (the generated tokens merged into words: a word starts
+    at a token whose piece begins with whitespace), per word its ``attention`` (the last layer's
+    attention the word receives from any later generated token: max over those tokens, mean over
+    heads, summed over the word's tokens) and its ``entropy`` (mean over its tokens of the entropy,
+    in nats, of the model's next-token distribution). The three tuples have one entry per word."""
+
+    text: str
+    words: tuple[str, ...] = ()
+    attention: tuple[float, ...] = ()
+    entropy: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
 class ModelCapabilities:
     """What a :class:`LanguageModel` can do, declared by the model (never probed): readers ask for
     what they need and record what they got in every answer and run (``run.json``'s ``model``).
@@ -306,7 +321,8 @@ class ModelCapabilities:
       per prompt); False: greedy only, one continuation.
     - ``token_logprobs``: ``complete(..., logprobs=True)`` gives per-token logprobs of the generated
       text (a served model declares it and fails at the first use where its server gives none).
-    - ``attention``: it gives attention weights (what ``sqa.methods`` DRAGIN reads; no runtime does yet).
+    - ``attention``: it gives attention weights: ``attend`` and ``word_attention`` (what DRAGIN
+      reads; the transformers reader does, llama.cpp and servers do not).
     """
 
     hidden_states: bool = False

@@ -80,8 +80,11 @@ def test_settings_are_validated_once_and_refused_where_a_method_does_not_read_th
         MethodSettings("sc", samples=0)
     with pytest.raises(BadInput, match="--answer-rule 'maybe'"):
         MethodSettings("cot", answer_rule="maybe")
-    with pytest.raises(BadInput, match="--theta must be between 0 and 1"):
-        MethodSettings("flare", theta=1.5)
+    with pytest.raises(BadInput, match="--theta must be above 0"):
+        MethodSettings("flare", theta=-1.0)
+    with pytest.raises(BadInput, match="--theta must be between 0 and 1 .exclusive. for --method flare"):
+        MethodSettings("flare", theta=1.5).resolve(load_method("flare"))
+    assert MethodSettings("dragin", theta=1.5).resolve(load_method("dragin"))["theta"] == 1.5
     with pytest.raises(BadInput, match="--samples does not apply to --method cot"):
         MethodSettings("cot", samples=5).resolve(load_method("cot"))
     with pytest.raises(BadInput, match="--prompt 'nope'"):

@@ -98,8 +98,6 @@ def test_methods_on_a_transformers_reader(tmp_path, gold_index):
     from sqa.models.registry import load_model
 
     lm = load_model(str(build_tiny_checkpoint(tmp_path / "tiny-qwen2")))
-    for method in ("sc", "flare"):  # sampling; per-token logprobs
+    for method in ("sc", "flare"):  # sampling; per-token logprobs (dragin: test_dragin.py)
         a = sqa.Reader(model=lm, method=method, settings=settings(method), index=gold_index.index_dir).ask(QUESTION)
         check(a, method)
-    with pytest.raises(sqa.BadInput, match="--method dragin needs attention weights"):
-        sqa.Reader(model=lm, method="dragin", index=gold_index.index_dir).ask(QUESTION)

@@ -47,7 +47,8 @@ class Method:
     (one line: paper, table, public code path and commit); ``needs`` (a tuple of
     :data:`NEEDS`); ``defaults`` (setting -> default value; only these settings may be given);
     ``prompts`` (the prompt variants ``--prompt`` may name, the first is the default);
-    ``answer_rule`` (the rule recorded for a method that reads no ``answer_rule`` setting); ``preset``
+    ``answer_rule`` (the rule recorded for a method that reads no ``answer_rule`` setting); ``bounds``
+    (setting -> ``(low, high)``: a narrower range than :class:`MethodSettings` allows); ``preset``
     (set only by ``facts`` and ``steps``: the method is that preset's reader, ``sqa.presets``)."""
 
     name: ClassVar[str] = ""
@@ -57,6 +58,7 @@ class Method:
     prompts: ClassVar[tuple[str, ...]] = ()
     preset: ClassVar[str] = ""
     answer_rule: ClassVar[str] = "answer-is"  # what a run records when the method reads no answer_rule setting
+    bounds: ClassVar[dict] = {}  # setting -> (low, high), exclusive, checked beyond MethodSettings' own ranges
 
     @property
     def retrieves(self) -> bool:

@@ -1,4 +1,4 @@
-"""Active retrieval during generation: FLARE and DRAGIN.
+"""Active retrieval during generation: FLARE (DRAGIN: :mod:`sqa.methods.dragin`).
 
 - ``flare``: Jiang et al. 2023 ("Active Retrieval Augmented Generation", EMNLP 2023), FLARE-direct:
   the next sentence is generated as a look-ahead (greedy, with per-token probabilities); when any
@@ -7,10 +7,6 @@
   again over the paragraphs found; otherwise it is kept. Until a sentence states the answer, the
   model stops, or ``max_steps`` sentences. Needs per-token logprobs (llama.cpp in-process, and
   servers that return them).
-- ``dragin``: Su et al. 2024 ("DRAGIN: Dynamic Retrieval Augmented Generation based on the
-  Information Needs of LLMs", ACL 2024): retrieval triggered by RIND (token entropy x attention x
-  non-stopword > theta) with a query built from attention. Needs a model's attention weights,
-  which no sqa reader exposes yet: it is refused in one line before anything is written.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ from sqa.methods import prompts as P
 from sqa.methods.base import Method, MethodOutput, cite
 from sqa.methods.cot import STOP
 from sqa.methods.rag import IRCOT_MAX_PARAGRAPHS, _step, add_paragraphs
-from sqa.types import SqaError
 
 _END = re.compile(r"[.!?]\s*$")
 
@@ -57,6 +52,7 @@ class Flare(Method):
     needs = ("generate", "p_yes", "search", "token_logprobs")
     prompts = ("dragin",)
     defaults = {"prompt": "dragin", "answer_rule": "answer-is", "k": 3, "theta": 0.4, "max_steps": 8, "max_tokens": 64}
+    bounds = {"theta": (0.0, 1.0)}  # a token probability
 
     def answer(self, question, tools):
         s = tools.settings
@@ -82,16 +78,3 @@ class Flare(Method):
         final_prompt = P.continue_prompt(question, docs[-IRCOT_MAX_PARAGRAPHS:], "", s["prompt"])
         d = tools.decide(final_prompt, text)
         return MethodOutput(d.answer, d.p_yes, d.read, text, steps)
-
-
-class Dragin(Method):
-    """DRAGIN: needs attention weights (see the module doc)."""
-
-    name = "dragin"
-    source = "Su et al. 2024, DRAGIN (ACL 2024); " + cite(P.DRAGIN_SOURCE)
-    needs = ("generate", "search", "attention")
-    prompts = ("dragin",)
-    defaults = {"prompt": "dragin", "answer_rule": "answer-is-else-no", "k": 3, "theta": 0.5, "max_tokens": 64}
-
-    def answer(self, question, tools):
-        raise SqaError("--method dragin needs attention weights, which no sqa reader exposes yet")

@@ -21,7 +21,7 @@ METHODS: dict[str, str] = {
     "iter-retgen": "sqa.methods.rag:IterRetGen",
     "ircot": "sqa.methods.rag:IRCoT",
     "flare": "sqa.methods.flare:Flare",
-    "dragin": "sqa.methods.flare:Dragin",
+    "dragin": "sqa.methods.dragin:Dragin",
     "facts": "sqa.methods.presets:Facts",
     "steps": "sqa.methods.presets:Steps",
 }

@@ -40,7 +40,8 @@ class MethodSettings:
     - ``answer_rule``: ``answer-is`` | ``answer-is-else-no`` | ``forced`` (``sqa.methods.rules``).
     - ``k``: paragraphs per retrieval (top-k, 1..10,000); ``samples``: sampled paths (self-consistency);
       ``temperature``: sampling temperature (>= 0); ``iterations``: T, retrieval-generation rounds;
-      ``theta``: a probability threshold in (0, 1) (FLARE's); ``max_steps``: the most follow-up
+      ``theta``: a threshold above 0 (FLARE's is a probability, below 1: its method's ``bounds``
+      say so; DRAGIN's bounds an attention-weighted entropy); ``max_steps``: the most follow-up
       questions or reasoning sentences; ``max_tokens``: the most tokens one generation writes;
       ``seed``: the sampling seed.
 
@@ -69,7 +70,7 @@ class MethodSettings:
             "max_tokens": (int, lambda v: 1 <= v <= 4096, "from 1 to 4,096"),
             "seed": (int, lambda v: 0 <= v < 2**31, "from 0 to 2**31-1"),
             "temperature": (float, lambda v: 0.0 <= v <= 5.0, "from 0 to 5"),
-            "theta": (float, lambda v: 0.0 < v < 1.0, "between 0 and 1 (exclusive)"),
+            "theta": (float, lambda v: 0.0 < v <= 100.0, "above 0 and at most 100"),
         }
         for name, (kind, ok, what) in checks.items():
             v = getattr(self, name)
@@ -107,6 +108,12 @@ class MethodSettings:
         for name in ("temperature", "theta"):
             if name in out and out[name] is not None:
                 out[name] = float(out[name])
+        for name, (low, high) in getattr(method, "bounds", {}).items():
+            v = out.get(name)
+            if v is not None and not low < v < high:
+                raise BadInput(
+                    f"{FLAGS[name]} must be between {low:g} and {high:g} (exclusive) for --method {method.name} (got {v!r})"
+                )
         return {"method": method.name, **out}
 
     @classmethod

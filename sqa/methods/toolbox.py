@@ -111,6 +111,31 @@ class Tools:
         self.log.append({"call": "generate", "n": n, "temperature": temperature, "texts": [g.text for g in out]})
         return out
 
+    def attend(self, prompt: Prompt, max_tokens: int | None = None, stop: Sequence[str] = ()):
+        """A greedy continuation of ``prompt`` with per-word attention and entropy
+        (``sqa.types.AttendedGeneration``; the model's ``attend``), at most ``max_tokens`` (default:
+        the ``max_tokens`` setting, else 256) tokens, cut before the first of ``stop``. One counted
+        call. Raises SqaError when the model gives no attention weights."""
+        if not hasattr(self.model, "attend"):
+            raise SqaError(f"{self.model.name} gives no attention weights (a bug in the method's `needs`)")
+        started, before = time.perf_counter(), self._usage()
+        out = self.model.attend(prompt, max_tokens or self.settings.get("max_tokens") or 256, tuple(stop))
+        self.cost.calls += 1
+        self.cost.generations += 1
+        self._count(before, started)
+        self.log.append({"call": "attend", "texts": [out.text]})
+        return out
+
+    def word_attention(self, text: str) -> tuple[list[str], list[list[float]]]:
+        """The words of ``text`` and, per word, the attention it pays to each word before it (the
+        model's ``word_attention``): one forward pass, one counted call."""
+        started, before = time.perf_counter(), self._usage()
+        words, rows = self.model.word_attention(text)
+        self.cost.calls += 1
+        self._count(before, started)
+        self.log.append({"call": "word_attention", "words": len(words)})
+        return words, rows
+
     def p_yes(self, prompt: Prompt) -> float:
         """P(yes) of the next token after ``prompt`` (``LanguageModel.yes_probability``), in [0, 1]. One counted call."""
         started, before = time.perf_counter(), self._usage()

@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Sequence
 from sqa.models.base import ModelBase, check_complete_args, cut_at_stop, tokens_of_text
 from sqa.models.llamacpp import NO_WORDS, YES_WORDS
 from sqa.models.chat import render_chatml
-from sqa.types import BadInput, ChatPrompt, Generation, ModelCapabilities, ModelNotFound, Prompt, SqaError
+from sqa.types import (
+    AttendedGeneration,
+    BadInput,
+    ChatPrompt,
+    Generation,
+    ModelCapabilities,
+    ModelNotFound,
+    Prompt,
+    SqaError,
+)
 
 if TYPE_CHECKING:  # numpy is imported with torch, at use
     import numpy as np
@@ -128,6 +137,7 @@ class HFModel(ModelBase):
             prefill=True,
             sampling=True,
             token_logprobs=True,
+            attention=True,
         )
         self._usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.tokenizer.padding_side = "left"
@@ -298,6 +308,20 @@ class HFModel(ModelBase):
             for j in range(0, len(gens), k):
                 out.append(gens[j : j + k] if temperature > 0 else gens[j : j + 1] * n)
         return out
+
+    def attend(self, prompt: Prompt, max_tokens: int, stop: Sequence[str] = ()) -> AttendedGeneration:
+        """A greedy continuation with DRAGIN's per-word attention and entropy
+        (:func:`sqa.models.hf_attention.attend`)."""
+        from sqa.models.hf_attention import attend
+
+        return attend(self, prompt, max_tokens, stop)
+
+    def word_attention(self, text: str) -> tuple[list[str], list[list[float]]]:
+        """The words of ``text`` and the attention each pays to the words before it
+        (:func:`sqa.models.hf_attention.word_attention`)."""
+        from sqa.models.hf_attention import word_attention
+
+        return word_attention(self, text)
 
     def usage(self) -> dict:
         """``{"prompt_tokens", "completion_tokens"}`` since load: every prompt token read (padding
