@@ -389,7 +389,8 @@ class StandIn:
       the server wants (401 otherwise); ``latency``/``serial``: seconds per answer, one at a time;
     - ``n_choices``: "honour" (``n`` choices, as vLLM), "ignore" (one choice, as llama.cpp's
       server) or "refuse" (400 for ``n`` > 1). A request with ``temperature`` > 0 is "sampled": choice
-      i of a request with ``seed`` s gets one more token, `` s{s}.{i}``;
+      i of a request with ``seed`` s gets one more token, `` s{s}.{i}``; ``sampling``: "ok" or
+      "refuse" (400 for ``temperature`` > 0, as a greedy-only endpoint);
     - ``reason``: ``text -> str``, what a generation of more than 8 tokens writes (a chain of
       thought for the methods), each word one token of log-probability ``reason_logprob(word)``.
     - ``echo_auth``: 401 / 403 / 500 (every request is answered with that status and an error
@@ -414,6 +415,7 @@ class StandIn:
         self.honor_no_thinking, self.strict, self.answer_as, self.key = False, False, None, None
         self.latency, self.serial, self.user_pass, self.echo_auth, self.minor = 0.0, False, None, None, False
         self.n_choices, self.reason, self.reason_logprob = "honour", None, lambda word: -0.05
+        self.sampling = "ok"
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
         self.gets = 0  # GET requests (/v1/models)
@@ -486,6 +488,8 @@ class StandIn:
                     )
                 if req.get("model") != outer.model:
                     return self._send(404, {"error": {"message": f"model {req.get('model')!r} not found"}})
+                if float(req.get("temperature") or 0) > 0 and outer.sampling == "refuse":
+                    return self._send(400, {"error": {"message": "temperature must be 0 for this model"}})
                 if int(req.get("n") or 1) > 1 and outer.n_choices == "refuse":
                     return self._send(400, {"error": {"message": "n > 1 is not supported"}})
                 if kind == "chat" and req.get("continue_final_message") and outer.strict:

@@ -185,3 +185,16 @@ def test_evaluate_takes_a_method_or_a_reader_not_both(tmp_path):
     with pytest.raises(sqa.BadInput, match="give the method to the Reader"):
         sqa.evaluate(reader, "dev", method="rag", out=tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+def test_sc_against_a_server_that_refuses_sampling_is_one_line_and_nothing_is_written(tmp_path):
+    server = StandIn(sampling="refuse", reason=lambda text: COT)
+    try:
+        line = one_error_line(served(server, "sc", tmp_path / "run", limit=1))
+        assert "--method sc needs sampling (temperature and seed), which the server of openai:fake-reader" in line
+        assert "refuses" in line and not (tmp_path / "run").exists()
+        assert server.question_requests == 0
+        r = served(server, "cot", tmp_path / "cot", limit=1)  # greedy methods are not asked to sample
+        assert r.returncode == 0, r.stderr[-2000:]
+    finally:
+        server.close()

@@ -78,7 +78,8 @@ def method_spec(method) -> str:
 def check_needs(method, model=None, has_index: bool | None = None) -> None:
     """Raise BadInput (one line) when ``model`` (a loaded ``LanguageModel``) or the run's index
     (``has_index``) lacks what ``method`` needs: sampling, per-token logprobs of generated text,
-    attention weights, next-token yes/no read-outs or a search index."""
+    attention weights, next-token yes/no read-outs or a search index. A served model that declares
+    sampling is asked one sampled token here (``check_sampling``): its server may refuse it."""
     from sqa.methods.base import NEEDS
 
     for need in method.needs:
@@ -101,6 +102,8 @@ def check_needs(method, model=None, has_index: bool | None = None) -> None:
                 f"({caps.endpoint}{', ' + caps.readout if caps.endpoint != 'in-process' else ''}); "
                 "use a reader that does (see docs/methods.md)"
             )
+    if "sampling" in method.needs and hasattr(model, "check_sampling"):  # a server may refuse it
+        model.check_sampling(f"--method {method.name}")
 
 
 def method_preset(method):

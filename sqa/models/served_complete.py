@@ -10,7 +10,7 @@ from typing import Sequence
 from sqa.models import served_read as R
 from sqa.models.base import check_complete_args, cut_at_stop, tokens_of_text
 from sqa.models.served_probe import PATHS
-from sqa.types import Generation, Prompt, ServerError
+from sqa.types import BadInput, Generation, Prompt, ServerError
 
 
 class ServedCompletions:
@@ -72,6 +72,24 @@ class ServedCompletions:
             return gens[:k] if temperature > 0 else gens[:1] * n
 
         return self._map(one, prompts)
+
+    def check_sampling(self, what: str) -> None:
+        """One sampled request of one token (temperature 0.7, seed 0) to the first server, at load:
+        raises BadInput naming ``what`` (e.g. "--method sc") when the server refuses sampling
+        (HTTP 400/422), so a run that needs it stops before anything is written. Other server
+        errors raise as they are (ServerError)."""
+        body = self._body(self.endpoint, "Yes or no?", 1, 0, ())
+        body.update(temperature=0.7, seed=0)
+        try:
+            self._request(self.endpoint, body)
+        except ServerError as e:
+            if getattr(e, "status_code", None) not in (400, 422):
+                raise
+            raise BadInput(
+                f"{what} needs sampling (temperature and seed), which the server of {self.name} at "
+                f"{self.shown_url} refuses ({str(e).splitlines()[0][:160]}); serve the model where "
+                "sampling is allowed or pick a method that samples nothing"
+            ) from None
 
     def _generations(self, r: dict, prompt: Prompt, stop: Sequence[str], want_lp: bool) -> list[Generation]:
         """One Generation per choice of response ``r`` (text as ``generate`` reads it)."""
