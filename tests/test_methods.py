@@ -374,3 +374,19 @@ def test_a_protocol_pins_the_settings_of_a_reader_that_has_answered_already(tmp_
     assert m.calls[-1]["prompt"].startswith("Question: ")  # DRAGIN's wording, not Table 25's "Q: "
     recorded = json.loads((tmp_path / "run" / "run.json").read_text())["options"]["method_settings"]
     assert recorded["prompt"] == "dragin" and recorded["answer_rule"] == "answer-is-else-no"
+
+
+def test_a_methods_exemplar_questions_in_the_run_are_marked_as_demonstrations(tmp_path):
+    brooke = "3ca5966b88394e62271e"  # dev question 24 is Table 25's "Could Brooke Shields succeed at ...?"
+    run = evaluate(MethodModel(script=lambda p, i, t, s: "So the answer is yes."), "cot", tmp_path / "cot", limit=24)
+    marked = [r["qid"] for r in traces(tmp_path / "cot") if r["eval"].get("demonstration")]
+    assert marked == [brooke] and run.metrics["demonstrations"]["qids"] == [brooke]
+    assert run.metrics["demonstrations"]["without_demonstrations"]["n"] == 23
+    assert "a method's exemplars" in run.metrics["demonstrations"]["note"]
+    evaluate(MethodModel(script=lambda p, i, t, s: "So the answer is yes."), "direct", tmp_path / "direct", limit=24)
+    assert [r["qid"] for r in traces(tmp_path / "direct") if r["eval"].get("demonstration")] == [brooke]
+    assert load_method("self-ask").demonstrations({})[0] == "Who lived longer, Muhammad Ali or Alan Turing?"
+    assert (
+        load_method("iter-retgen").demonstrations({})[2]
+        == "Hydrogen's atomic number squared exceeds number of Spice Girls?"
+    )

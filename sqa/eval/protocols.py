@@ -115,7 +115,8 @@ ZERO_SHOT_CUT = (
 )
 # What the demonstration questions of a facts-reader run are (metrics.json's ``demonstrations``).
 DEMONSTRATION_NOTE = (
-    "the facts reader's fixed demonstrations (sqa.facts.prompt): each is in the prompt with its answer, "
+    "the prompt's fixed demonstrations (the facts reader's, sqa.facts.prompt, or a method's exemplars, "
+    "Method.demonstrations): each is in the prompt with its answer, "
     "so its answer is leaked; counted in Accuracy, left out of without_demonstrations, marked in "
     "traces.jsonl (eval.demonstration) and report.html"
 )

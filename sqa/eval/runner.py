@@ -155,6 +155,8 @@ def run_eval(
             try:
                 for pool, group in plan_fewshot(options.split, pending, options.folds):
                     reader = reader_for(pool)
+                    shown = _method_demonstrations(reader, questions)
+                    demos = shown if shown is not None else demos
                     model = reader.model  # None for a stand-in reader without a model
                     readouts = model.readout_stats if model is not None else None  # a served model's yes/no counts
                     cost = model.cost if model is not None else None  # a served model's calls and tokens
@@ -177,7 +179,7 @@ def run_eval(
                             _check_qid(q, r)
                             now = time.perf_counter()
                             rec = _record(q, r, pool, now - clock[0], len(batch))
-                            if demos is not None:  # its answer is in the facts reader's prompt (leaked)
+                            if demos is not None:  # its answer is in the reader's or method's prompt (leaked)
                                 rec["eval"]["demonstration"] = q.qid in demos
                             clock[0] = now
                             if readouts is not None:
@@ -341,3 +343,14 @@ def _record(q: Question, r: ReasoningResult, pool: FewShotPool, seconds: float, 
             "this is a bug in the reader's example selection"
         )
     return rec
+
+
+def _method_demonstrations(reader, questions) -> set[str] | None:
+    """qids of ``questions`` whose text is one of the method's prompt exemplars
+    (``Method.demonstrations``; whitespace and case ignored); None when ``reader`` is no
+    ``sqa.methods.reader.MethodReader``."""
+    method = getattr(reader, "method", None)
+    if method is None or not hasattr(method, "demonstrations"):
+        return None
+    shown = {" ".join(t.lower().split()) for t in method.demonstrations(getattr(reader, "settings", {}) or {})}
+    return {q.qid for q in questions if " ".join(q.question.lower().split()) in shown}

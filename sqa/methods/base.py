@@ -58,12 +58,25 @@ class Method:
     prompts: ClassVar[tuple[str, ...]] = ()
     preset: ClassVar[str] = ""
     answer_rule: ClassVar[str] = "answer-is"  # what a run records when the method reads no answer_rule setting
+    exemplars: ClassVar[str] = (
+        ""  # the exemplar set of a method with no ``prompt`` setting (prompts.exemplar_questions)
+    )
     bounds: ClassVar[dict] = {}  # setting -> (low, high), exclusive, checked beyond MethodSettings' own ranges
 
     @property
     def retrieves(self) -> bool:
         """Whether the method searches the index (``"search"`` in :attr:`needs`)."""
         return "search" in self.needs
+
+    def demonstrations(self, settings: dict) -> tuple[str, ...]:
+        """The questions shown with their answers in this method's prompts under ``settings`` (the
+        resolved settings): a run marks its questions among them as demonstrations (leaked), as it
+        does the facts reader's. Default: the exemplars of the ``prompt`` setting, else of
+        :attr:`exemplars` (:func:`sqa.methods.prompts.exemplar_questions`). Override it in a
+        method of your own whose prompt shows other questions."""
+        from sqa.methods.prompts import exemplar_questions
+
+        return exemplar_questions(settings.get("prompt") or self.exemplars)
 
     def answer(self, question: str, tools) -> MethodOutput:
         """Answer ``question`` with ``tools`` (:class:`sqa.methods.toolbox.Tools`, whose

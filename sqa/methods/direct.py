@@ -15,6 +15,7 @@ class Direct(Method):
     source = "Wei et al. 2022, standard prompting baseline with the Table 25 exemplars; " + cite(P.COT_SOURCE)
     needs = ("p_yes",)
     defaults = {}
+    exemplars = "wei"
     answer_rule = "forced"  # P(yes) of the first answer token after "So the answer is"
 
     def answer(self, question, tools):

@@ -36,6 +36,8 @@ Sources (read from snapshots of the repositories at the commits below):
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -389,6 +391,17 @@ def iter_retgen_prompt(question: str, paragraphs: Sequence[str]) -> str:
     DRAGIN's single-retrieval form over this iteration's ``paragraphs``. The previous generation
     goes into the retrieval query (:func:`iter_retgen_query`), not into the prompt."""
     return rag_prompt(question, paragraphs, "dragin")
+
+
+def exemplar_questions(variant: str) -> tuple[str, ...]:
+    """The questions of the few-shot exemplars in the prompts of ``variant`` ("wei", "dragin",
+    "flare" or "self-ask"; any other: none), without the "Yes or no: " that Table 25 puts before
+    four of them: six StrategyQA train questions for the chain-of-thought variants, four
+    non-StrategyQA questions for Self-Ask. A run marks its questions among these as demonstrations."""
+    if variant == "self-ask":
+        return tuple(q.strip() for q in re.findall(r"^Question: (.+)$", SELF_ASK_PROMPT, re.M))
+    ex = {"wei": COT_EXEMPLARS, "dragin": DRAGIN_EXEMPLARS, "flare": FLARE_EXEMPLARS}.get(variant, ())
+    return tuple(e.question.removeprefix("Yes or no: ") for e in ex)
 
 
 SOURCES: dict[str, Source] = {

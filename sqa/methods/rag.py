@@ -67,6 +67,7 @@ class IterRetGen(Method):
         P.ITER_RETGEN_SOURCE
     )
     needs = ("generate", "p_yes", "search")
+    exemplars = "dragin"  # ITER_RETGEN_SOURCE: DRAGIN's exemplars (FALLBACK)
     defaults = {"answer_rule": "answer-is", "k": 5, "iterations": 2, "max_tokens": 256}
 
     def answer(self, question, tools):

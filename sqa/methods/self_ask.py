@@ -37,6 +37,7 @@ class SelfAsk(Method):
     name = "self-ask"
     source = "Press et al. 2022, Self-Ask with search, the original prompt and loop; " + cite(P.SELF_ASK_SOURCE)
     needs = ("generate", "p_yes", "search")
+    exemplars = "self-ask"
     defaults = {"answer_rule": "answer-is", "k": 1, "max_steps": 5, "max_tokens": 128}
 
     def answer(self, question, tools):
