@@ -158,6 +158,8 @@ def test_cot_one_generation_per_question_and_a_run_that_records_method_settings_
     method = run.metrics["method"]
     assert method["cost_per_question"]["calls"] == 1.0 and method["unread_outputs"] == 0
     assert "| cost per question | 1.0 calls" in (tmp_path / "run" / "report.md").read_text()
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert "cost per question" in page and "cot, answer-is" in page and "1.0 calls" in page
     assert run.metrics["answering"] == "zero-shot" and run.metrics["calibrated"] is False
 
 
