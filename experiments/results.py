@@ -442,28 +442,33 @@ def method_rows() -> list[list[str]]:
     return rows
 
 
+# the presets' recorded dev runs, compared with the methods (``facts`` and ``steps`` are methods too)
+PRESET_RUNS = {"dev229-facts": "facts", "dev229": "steps"}
+
+
 def method_comparison() -> list[list[str]]:
-    """Each method run against the first (most questions, then name) on the questions all answered:
-    paired difference with its bootstrap 95 % interval and McNemar's exact p (``sqa.compare``)."""
+    """Each method run, then the presets' dev runs (:data:`PRESET_RUNS`), against the first method
+    run (most questions, then name), pair by pair on the questions both answered: paired difference with its bootstrap 95 % interval and McNemar's exact p
+    (``sqa.compare`` of the two runs)."""
     import sqa
 
     runs = method_runs()
-    if len(runs) < 2:
-        return []
-    c = sqa.compare(runs).to_dict()
-    first = c["runs"][0]["name"]
-    return [
-        [
-            f"`{p['b']}` vs `{p['a']}`",
-            str(p["n"]),
-            f"{p['accuracy_b']:.3f} vs {p['accuracy_a']:.3f}",
-            f"{-p['difference']:+.3f} ({-p['interval95'][1]:+.3f} to {-p['interval95'][0]:+.3f})",
-            f"{p['only_b']} / {p['only_a']}",
-            f"{p['mcnemar_p']:.3f}",
-        ]
-        for p in c["pairs"]
-        if p["a"] == first
-    ]
+    presets = [RESULTS / "runs" / name for name in PRESET_RUNS if (RESULTS / "runs" / name / "metrics.json").exists()]
+    rows = []
+    for other in runs[1:] + presets if runs else []:
+        p = sqa.compare([runs[0], other]).to_dict()["pairs"][0]
+        label = f" ({PRESET_RUNS[other.name]})" if other.name in PRESET_RUNS else ""
+        rows.append(
+            [
+                f"`{p['b']}`{label} vs `{p['a']}`",
+                str(p["n"]),
+                f"{p['accuracy_b']:.3f} vs {p['accuracy_a']:.3f}",
+                f"{-p['difference']:+.3f} ({-p['interval95'][1]:+.3f} to {-p['interval95'][0]:+.3f})",
+                f"{p['only_b']} / {p['only_a']}",
+                f"{p['mcnemar_p']:.3f}",
+            ]
+        )
+    return rows
 
 
 def methods_text(current: str) -> str:
@@ -491,8 +496,8 @@ def methods_text(current: str) -> str:
     if pairs:
         body += [
             "",
-            "Paired on the questions every run answered (`sqa compare`; difference and interval as the",
-            "second minus the first; only right: questions only that run got right):",
+            "Each run against the first, paired on the questions both answered (`sqa compare FIRST RUN`;",
+            "difference and interval as the second minus the first; only right: questions only that run got right):",
             "",
             table(["pair", "questions", "Accuracy", "difference (95 %)", "only right (2nd / 1st)", "McNemar p"], pairs),
         ]
