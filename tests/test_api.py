@@ -312,3 +312,19 @@ def test_how_a_split_is_answered_is_an_option_refused_where_it_cannot_hold(tmp_p
         )
     )
     assert message in line and not (tmp_path / "run").exists()
+
+
+def test_search_many_answers_each_query_as_search_does(gold_index):
+    import sqa
+
+    index = sqa.Index(gold_index.index_dir)
+    queries = ["Aristotle", "laptop invented", "Brooke Shields"]
+    many = index.search_many(queries, k=3)
+    assert [[h.evidence_id for h in hits] for hits in many] == [
+        [h.evidence_id for h in index.search(q, k=3)] for q in queries
+    ]
+    assert len(many) == 3 and all(len(hits) == 3 for hits in many)
+    with pytest.raises(sqa.BadInput, match="queries must be a list, not one str"):
+        index.search_many("Aristotle")
+    with pytest.raises(sqa.BadInput, match=r"queries\[1\] is empty"):
+        index.search_many(["Aristotle", " "])

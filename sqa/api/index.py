@@ -264,6 +264,20 @@ class Index:
             raise BadInput(f"k must be from 1 to {MAX_K:,} (got {k})")
         return self._be.search(query, k)
 
+    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        """:meth:`search` for each of ``queries`` (a list of str), in order: one list of top-``k``
+        hits per query. Raises :class:`sqa.types.BadInput` for a single ``str`` (pass a list), an
+        empty or non-text query (naming its position) or ``k`` outside 1..10,000."""
+        from sqa.api.checks import int_arg, list_arg
+        from sqa.types import MAX_K
+
+        qs = list_arg("Index.search_many", "queries", queries, "['Aristotle', 'laptop']")
+        int_arg("Index.search_many", "k", k, 1, MAX_K)
+        for i, q in enumerate(qs):
+            if not q.strip():
+                raise BadInput(f"Index.search_many: queries[{i}] is empty; give some words to search for")
+        return [self._be.search(q, k) for q in qs]
+
     def get(self, evidence_ids: Sequence[str]) -> list[Paragraph]:
         """The paragraphs of ``evidence_ids`` (``"Title-N"``, as in StrategyQA's annotations) that
         the index holds, in the order given; unknown IDs are left out. Raises
