@@ -33,7 +33,12 @@ def _sqa(args: list[str], timeout: float) -> tuple[int, str, str, float]:
     started = time.perf_counter()
     try:
         r = subprocess.run(
-            [sys.executable, "-c", "import sys; sys.argv[0] = 'sqa'; from sqa.cli import main; main()", *args],
+            [
+                sys.executable,
+                "-c",
+                "import sys; sys.argv[0] = 'sqa'; from sqa.cli import main; sys.exit(main())",
+                *args,
+            ],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -80,6 +85,9 @@ def row(method: str, model_args: list[str], work: Path, timeout: float) -> dict:
     if rc != 0:
         r["eval"]["error"] = (se.strip().splitlines() or [""])[-1][:300]
         return r
+    if not (out / "traces.jsonl").exists():
+        r["eval"]["error"] = "exit 0 but no traces.jsonl written"
+        return r
     rec = json.loads((out / "traces.jsonl").read_text().splitlines()[0])
     r["eval"].update(answer=rec.get("answer"), correct=rec.get("answer") == rec.get("gold"))
     r["eval"]["cost"] = (rec.get("method") or {}).get("cost")
@@ -99,6 +107,7 @@ def main() -> None:
     ap.add_argument("--backends", default="in-process,served")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default="bench/results/methods_matrix.json")
+    ap.add_argument("--keep", action="store_true", help="keep the rows --out holds already; run only the others")
     args = ap.parse_args()
     from sqa.models.registry import MODELS, assemble_gguf
 
@@ -110,6 +119,8 @@ def main() -> None:
         "load_before": os.getloadavg(),
         "rows": {},
     }
+    if args.keep and Path(args.out).exists():
+        result["rows"] = json.loads(Path(args.out).read_text())["rows"]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for backend in args.backends.split(","):
@@ -121,11 +132,14 @@ def main() -> None:
             else:
                 model_args = ["--model", MODEL]
             try:
-                rows = []
+                rows = result["rows"].setdefault(backend, [])
                 for m in args.methods.split(","):
+                    if any(r["method"] == m for r in rows):
+                        continue
                     rows.append(row(m, model_args, work / backend, args.timeout))
                     print(json.dumps(rows[-1]), flush=True)
-                result["rows"][backend] = rows
+                    result["load_after"] = os.getloadavg()
+                    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")  # each row as it comes
             finally:
                 if proc is not None:
                     proc.terminate()
