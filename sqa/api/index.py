@@ -228,7 +228,7 @@ class Index:
     ) -> "Index":
         """Build the index of ``corpus`` in ``path`` (default ``$SQA_HOME/index``) and open it.
 
-        ``corpus``: ``"mini"`` (159,930 paragraphs: a few minutes on 2 cores), ``"strategyqa"``
+        ``corpus``: ``"mini"`` (159,930 paragraphs: about 15 s on 2 cores), ``"strategyqa"``
         (9,251 gold paragraphs), ``"full"`` (36.6M, downloaded first) or corpus file paths (see
         :func:`corpus_files`). Resumable: calling it again after an interruption continues from
         the last checkpoint, and on a finished index of a corpus with the same content (wherever its
