@@ -124,16 +124,26 @@ def test_progress_is_drawn_as_cell_outputs_in_jupyter(tmp_path):
         'quiet = sqa.Reader(preset="steps", model=ScriptedModel(script), index=index, progress=False)\n'
         'quiet.ask("Was Steve Jobs born before 1960?")\n'
         'sqa.evaluate(quiet, split="dev", limit=2, out="runs/b", progress=False).done',
+        # an out-of-fold run's events (sqa.evaluate on a train split), as its drawer gets them
+        "from sqa.eval.oof import OofProgress\nfrom sqa.render.progress import OofDrawer, default_console\n"
+        "with OofDrawer(default_console()) as d:\n"
+        "    d(OofProgress('loading', message='loading the model'))\n"
+        "    for i in range(31):\n"
+        "        d(OofProgress('features', done=i, total=30, seconds_per_question=2.0))\n"
+        "    d(OofProgress('crossfit', message='fold 1 of 5'))",
     ]
     nb = new_notebook(cells=[new_code_cell(c) for c in cells])
     execute(nb, tmp_path, timeout=300)
-    index, ask, ev, quiet = (outputs(c) for c in nb.cells)
+    index, ask, ev, quiet, oof = (outputs(c) for c in nb.cells)
     assert any("strategyqa_train_paragraphs" in o["text"] and "9,251 paragraphs" in o["text"] for o in index), index
     assert [o["text"] for o in ask][-1] in ("True", "False")
     assert re.fullmatch(r"loaded scripted\S* in \d+\.\d s", ask[0]["text"]), ask
     assert ev and ev[0]["text"].startswith("eval dev") and "2/2" in ev[0]["text"] and BAR in ev[0]["text"], ev
     assert [o["text"] for o in quiet] == ["2"]  # only the cell's value: no bar, no loading line
-    assert not any(o["type"] == "error" for c in (index, ask, ev, quiet) for o in c)
+    assert len(oof) == 3 and oof[0]["text"] == "loading the model" and "fold" in oof[2]["text"], oof
+    bar = oof[1]["text"]  # the bar, done; no log lines beside it
+    assert bar.startswith("features") and BAR in bar and "30/30" in bar and "2.0 s/q" in bar, oof
+    assert not any(o["type"] == "error" for c in (index, ask, ev, quiet, oof) for o in c)
     nbformat.validate(nb)
 
 

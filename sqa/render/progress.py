@@ -157,10 +157,16 @@ class EvalProgress(_Drawer):
 class OofDrawer:
     """The ``progress`` callback of an out-of-fold run on a rich Console (stderr): a spinner while
     the model loads, a bar with seconds per question and ETA while features are read (a line every
-    25 questions when stderr is no terminal), each cross-fitting line. Use as a context manager."""
+    25 questions when stderr is no terminal), each cross-fitting line; in Jupyter the loading line
+    and the bar are cell outputs (:class:`NotebookCell`). Use as a context manager."""
 
     def __init__(self, err: Console):
         self.err, self.status, self.bar, self.task, self.first = err, None, None, None, None
+        self.cell: NotebookCell | None = None  # the features bar in Jupyter
+
+    def _show(self, final: bool = False) -> None:
+        if self.cell is not None and self.bar is not None:
+            self.cell.show(self.bar.get_renderable(), final)
 
     def __enter__(self) -> "OofDrawer":
         return self
@@ -176,12 +182,16 @@ class OofDrawer:
     def __call__(self, p) -> None:
         err = self.err
         if p.stage == "loading":
+            if err.is_jupyter:  # rich's spinner needs ipywidgets there: the line as the cell's output
+                NotebookCell(min(err.width, 115)).show(Text(p.message), final=True)
+                return
             self.status = err.status(p.message)
             self.status.start()
             return
         self._stop()
         if p.stage != "features":
             if self.bar is not None:
+                self._show(final=True)
                 self.bar.stop()
                 self.bar = None
             err.print(p.message, soft_wrap=True)  # a log keeps each path whole
@@ -189,15 +199,18 @@ class OofDrawer:
         if self.bar is None:
             cols = (TextColumn("[bold]features"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
             cols += (TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-            self.bar = Progress(*cols, console=err, disable=not drawn(err))
+            self.bar = Progress(*cols, console=err, disable=not drawn(err) or err.is_jupyter)
+            self.cell = NotebookCell(min(err.width, 115)) if err.is_jupyter else None
             self.bar.start()
             self.task = self.bar.add_task("features", total=p.total, completed=p.done, rate="")
             self.first = p.done
+            self._show()
             return
         per = p.seconds_per_question or 0.0
         self.bar.update(self.task, completed=p.done, rate=f"{per:.1f} s/q")
+        self._show(final=p.done == p.total)
         n, need = p.done - self.first, p.total - self.first
-        if not err.is_terminal and (n % 25 == 0 or n == need):  # logs get a line now and then
+        if not (err.is_terminal or err.is_jupyter) and (n % 25 == 0 or n == need):  # logs get a line now and then
             err.print(f"features {p.done}/{p.total} ({per:.1f} s/question, ETA {(need - n) * per / 60:.0f} min)")
         if p.done == p.total:
             self.bar.stop()
