@@ -1,5 +1,6 @@
-"""Progress by default in ``sqa.evaluate`` (issue 48 item 2): a rich bar unless ``progress=False``,
-drawn on a terminal (and in Jupyter), with the rate in seconds per question below one a second."""
+"""Progress by default in ``sqa.evaluate``, ``Index.build`` and a Reader's first question (model
+loading) (issue 48 item 2): a rich bar unless ``progress=False``, drawn on a terminal (and in
+Jupyter: tests/test_notebook.py), with the rate in seconds per question below one a second."""
 
 from __future__ import annotations
 
@@ -60,3 +61,53 @@ def test_evaluate_draws_on_a_given_console_and_not_in_a_log(reader, tmp_path):
     log = io.StringIO()  # not a terminal: a log gets no bar
     sqa.evaluate(reader, split="dev", limit=1, out=tmp_path / "b", progress=Console(file=log))
     assert log.getvalue() == ""
+
+
+def test_index_build_draws_a_bar_by_default_and_nothing_with_progress_false(tmp_path, monkeypatch):
+    import sqa
+    from helpers import real_lines
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(real_lines(300)) + "\n", encoding="utf-8")
+    console, out = _terminal()
+    monkeypatch.setattr(drawers, "default_console", lambda: console)
+    sqa.Index.build(corpus=[corpus], path=tmp_path / "a").close()
+    assert "c.jsonl" in out.getvalue() and "300 paragraphs" in out.getvalue()  # the file's bar, its count
+    console2, out2 = _terminal()
+    monkeypatch.setattr(drawers, "default_console", lambda: console2)
+    sqa.Index.build(corpus=[corpus], path=tmp_path / "b", progress=False).close()
+    log = io.StringIO()  # not a terminal: no bar
+    sqa.Index.build(corpus=[corpus], path=tmp_path / "c", progress=Console(file=log)).close()
+    assert out2.getvalue() == "" and log.getvalue() == ""
+    with sqa.Index(tmp_path / "b") as b, sqa.Index(tmp_path / "c") as c:
+        assert len(b) == len(c) == 300
+
+
+def test_the_first_ask_says_the_model_loads_and_in_how_long(gold_index, monkeypatch):
+    import re
+
+    import sqa
+    from helpers import ScriptedModel
+
+    def reader(**kw):
+        model = ScriptedModel(["Who founded #0 Apple?", "When was #1 born?", "Is #2 before 1960?"] * 2)
+        return sqa.Reader(preset="steps", model=model, index=gold_index.index_dir, **kw)
+
+    console, out = _terminal()
+    monkeypatch.setattr(drawers, "default_console", lambda: console)
+    with reader() as r:
+        r.ask("Was Steve Jobs born before 1960?")
+        assert re.search(r"loaded \S+ in \d+\.\d s", out.getvalue()), out.getvalue()
+        n = len(out.getvalue())
+        r.ask("Was Steve Jobs born before 1960?")  # loaded once: nothing more
+        assert len(out.getvalue()) == n
+    console2, out2 = _terminal()
+    monkeypatch.setattr(drawers, "default_console", lambda: console2)
+    with reader(progress=False) as r:
+        r.ask("Was Steve Jobs born before 1960?")
+    log = io.StringIO()
+    with reader(progress=Console(file=log)) as r:
+        r.ask("Was Steve Jobs born before 1960?")
+    assert out2.getvalue() == "" and log.getvalue() == ""
+    with pytest.raises(sqa.BadInput, match="progress"):
+        reader(progress="yes")

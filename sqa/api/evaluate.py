@@ -108,7 +108,8 @@ def evaluate(
 
     ``progress``: by default (None or True) a rich progress bar on stderr, drawn in a terminal and
     in Jupyter (``sqa.render.progress.EvalProgress``: questions done, rate, ETA, running Accuracy;
-    nothing in a log; Jupyter needs ipywidgets installed, as rich's live display does); a ``rich.console.Console`` to draw it on; False for none; or a callback that
+    nothing in a log; in Jupyter the cell's output: ``sqa.render.progress.NotebookCell``); a
+    ``rich.console.Console`` to draw it on; False for none; or a callback that
     gets ``sqa.eval.runner.EvalProgress`` (done, total, correct, scored, cost) at the
     start and after each question, or ``sqa.eval.oof.OofProgress`` events for an out-of-fold run;
     ``on_note(line)``: which answer head answers, or why a cut is answered zero-shot. ``features_cache``: a features file whose

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Callable, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 from sqa.indexing import CORPORA
 from sqa.indexing.build import BuildProgress
 from sqa.types import BadInput, Hit, Paragraph, SqaWarning
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["BuildProgress", "CORPORA", "Index", "build_index_dir", "corpus_files"]
 
@@ -219,19 +222,22 @@ class Index:
         path: str | Path | None = None,
         *,
         backend: str = "embedded",
-        progress: Callable | None = None,
+        progress: "Callable | bool | Console | None" = None,
         strict: bool = False,
         fresh: bool = False,
     ) -> "Index":
         """Build the index of ``corpus`` in ``path`` (default ``$SQA_HOME/index``) and open it.
 
-        ``corpus``: ``"mini"`` (159,930 paragraphs: a few minutes on 2 cores), ``"strategyqa"``
+        ``corpus``: ``"mini"`` (159,930 paragraphs: about 15 s on 2 cores), ``"strategyqa"``
         (9,251 gold paragraphs), ``"full"`` (36.6M, downloaded first) or corpus file paths (see
         :func:`corpus_files`). Resumable: calling it again after an interruption continues from
         the last checkpoint, and on a finished index of a corpus with the same content (wherever its
         files lie now: a moved checkout or venv) it only opens it.
-        ``progress`` gets a ``sqa.indexing.build.BuildProgress`` (file, bytes read, paragraphs
-        indexed, seconds) after every batch; malformed lines are skipped and counted (``strict``:
+        ``progress``: by default (None or True) a rich bar per corpus file on stderr (bytes read,
+        paragraphs indexed and their rate: ``sqa.render.progress.IndexProgress``), drawn on a
+        terminal and in Jupyter (as the cell's output), nothing in a log; a ``rich.console.Console``
+        to draw it on; False for none; or a callback that gets a ``sqa.indexing.build.BuildProgress``
+        (file, bytes read, paragraphs indexed, seconds) after every batch. Malformed lines are skipped and counted (``strict``:
         raise :class:`sqa.types.BadInput`-like SqaError instead); ``fresh`` deletes the index
         there first. Raises SqaError for an unreadable corpus or another build in progress."""
         from sqa.api.checks import path_arg
@@ -245,7 +251,17 @@ class Index:
         files, name = corpus_files(corpus)
         d = Path(path).expanduser() if path is not None else default_index_dir()
         download = corpus == "full"  # ["full", FILE] indexes a copy on disk
-        build_index_dir(files, d, backend, name=name, download=download, strict=strict, fresh=fresh, progress=progress)
+        from contextlib import nullcontext
+
+        from sqa.render.progress import IndexProgress, default_drawer_console, drawn
+
+        console = default_drawer_console(progress)
+        bar = IndexProgress(console, disable=not drawn(console)) if console is not None else None
+        with bar or nullcontext():
+            drawer = bar or progress or None
+            build_index_dir(
+                files, d, backend, name=name, download=download, strict=strict, fresh=fresh, progress=drawer
+            )
         return cls(d, backend)
 
     def search(self, query: str, k: int = 10) -> list[Hit]:

@@ -15,6 +15,8 @@ from sqa.facts.sources import Fact
 from sqa.types import BadInput, Question
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from sqa.api.index import Index
     from sqa.presets import Preset
     from sqa.trace import ReasoningResult, StepTrace
@@ -120,7 +122,11 @@ class Reader:
     preset (``sqa.methods``: a shipped name, ``"module:Class"``, or a
     ``sqa.methods.Method``) with ``settings`` (a ``sqa.methods.MethodSettings``; defaults: the
     method's paper's), ``k`` then being the method's top-k. The model loads on the first
-    :meth:`ask` (seconds to a minute); :meth:`close` releases it and the index.
+    :meth:`ask` (seconds to a minute); :meth:`close` releases it and the index. ``progress``: by
+    default (None or True) a spinner with the seconds spent while the model loads on the first
+    :meth:`ask` / :meth:`ask_many`, then "loaded MODEL in N.N s" (stderr, on a terminal or in
+    Jupyter; nothing in a log: ``sqa.render.progress.LoadProgress``); a ``rich.console.Console`` to
+    draw it on; False for none.
 
     Raises :class:`sqa.types.BadInput` for an unknown preset or a ``base_url`` without a served
     model; loading raises :class:`sqa.types.IndexNotFound`, :class:`sqa.types.ModelNotFound`,
@@ -143,6 +149,7 @@ class Reader:
         backend: str = "embedded",
         method=None,
         settings=None,
+        progress: "bool | Console | None" = None,
     ):
         from sqa.models.registry import DEFAULT_MODEL, is_served
         from sqa.paths import default_index_dir
@@ -204,6 +211,9 @@ class Reader:
                 "have no assistant message to continue"
             )
         self.prefill = prefill
+        if not (progress is None or isinstance(progress, bool) or hasattr(progress, "is_terminal")):
+            raise BadInput(f"Reader: progress must be True, False or a rich Console, not {type(progress).__name__}")
+        self.progress = progress
         api_asked = base_url.api if isinstance(base_url, ServedOptions) else "auto"
         if apply_chat_template and is_served(self.model) and api_asked == "completions":
             raise BadInput(
@@ -362,6 +372,11 @@ class Reader:
         if decomposition == "gold":
             decomposition = "predicted"  # asked questions carry no annotated steps
         out: list[Answer] = []
+        if self._pipeline is None and self.progress is not False:  # the first question: the model loads
+            from sqa.render.progress import LoadProgress, default_drawer_console
+
+            with LoadProgress(default_drawer_console(self.progress), self.model):
+                self.pipeline  # noqa: B018  (builds the reader: loads the model, opens the index)
         reader = self.pipeline.reader
         for i in range(0, len(qs), batch_size):
             for r in reader.answer_batch(qs[i : i + batch_size], decomposition=decomposition):

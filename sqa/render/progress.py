@@ -1,11 +1,13 @@
 """Progress drawers (rich, on a Console: a bar with rate and ETA on a terminal, plain lines in a
-log) for the library's long jobs, each passed as the job's ``progress`` callback and used as a
-context manager: :class:`EvalProgress` for :func:`sqa.evaluate` (its out-of-fold events included),
-:class:`IndexProgress` for ``Index.build`` / ``sqa.api.index.build_index_dir``,
+log, an HTML cell output in Jupyter) for the library's long jobs, each passed as the job's
+``progress`` callback and used as a context manager: :class:`EvalProgress` for :func:`sqa.evaluate`
+(its out-of-fold events included), :class:`IndexProgress` for ``Index.build`` /
+``sqa.api.index.build_index_dir``, :class:`LoadProgress` for a Reader's model loading,
 :class:`RetrievalProgress` for ``sqa.api.retrieval.run_retrieval_eval``."""
 
 from __future__ import annotations
 
+import io
 import time
 
 from rich.console import Console
@@ -15,6 +17,7 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     ProgressColumn,
+    SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -49,8 +52,63 @@ class _RateColumn(ProgressColumn):
         return Text(rate_text(task.speed), style="progress.data.speed")
 
 
+def default_drawer_console(progress) -> Console | None:
+    """The console a job's ``progress`` argument asks for: stderr (:func:`default_console`) for
+    None or True, the ``rich.console.Console`` given, None for False or a callback."""
+    if progress is None or progress is True:
+        return default_console()
+    return progress if isinstance(progress, Console) else None
+
+
+_PRE = (
+    '<pre style="white-space:pre;overflow-x:auto;line-height:normal;'
+    "font-family:Menlo,'DejaVu Sans Mono',consolas,'Courier New',monospace\">{code}</pre>"
+)
+
+
+class NotebookCell:
+    """A rich renderable shown in a Jupyter cell's output and replaced in place (IPython's
+    ``display(..., display_id=True)`` and ``update``): text/plain and text/html (rich's terminal
+    colours as inline styles). Rich's own live display needs ipywidgets there, and a widget's output
+    is not saved in the notebook; this one is, as its last state. Updates come at most every
+    ``every`` seconds, and always when ``final``."""
+
+    def __init__(self, width: int = 100, every: float = 0.25):
+        self.width, self.every, self.handle, self.last = width, every, None, 0.0
+
+    def show(self, renderable, final: bool = False) -> None:
+        """Draw ``renderable`` (the first call adds the output, later ones replace it)."""
+        now = time.monotonic()
+        if self.handle is not None and not final and now - self.last < self.every:
+            return
+        self.last = now
+        from IPython.display import display
+
+        rec = Console(file=io.StringIO(), record=True, width=self.width, force_terminal=True, force_jupyter=False)
+        rec.print(renderable)
+        text = rec.export_text(clear=False).rstrip("\n")
+        bundle = {"text/plain": text, "text/html": rec.export_html(inline_styles=True, code_format=_PRE)}
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.handle.update(bundle, raw=True)
+
+
 class _Drawer:
+    """A rich ``Progress`` drawn on a terminal, as a :class:`NotebookCell` in Jupyter, not at all
+    in a log (``disable``)."""
+
     progress: Progress
+    cell: NotebookCell | None = None
+
+    def _progress(self, *cols, console: Console, disable: bool = False, **kw) -> Progress:
+        jupyter = console.is_jupyter and not disable
+        self.cell = NotebookCell(min(console.width, 115)) if jupyter else None
+        return Progress(*cols, console=console, disable=disable or jupyter, **kw)
+
+    def _show(self, final: bool = False) -> None:
+        if self.cell is not None:
+            self.cell.show(self.progress.get_renderable(), final)
 
     def __enter__(self):
         self.progress.start()
@@ -58,6 +116,7 @@ class _Drawer:
 
     def __exit__(self, *exc) -> None:
         self.progress.stop()
+        self._show(final=True)
 
 
 class EvalProgress(_Drawer):
@@ -70,7 +129,9 @@ class EvalProgress(_Drawer):
         cols = (TextColumn("[bold]eval {task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn())
         cols += (TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[acc]}"))
         # speed over the whole session; no bar frame in logs
-        self.progress = Progress(*cols, console=console, speed_estimate_period=24 * 3600.0, disable=not drawn(console))
+        self.progress = self._progress(
+            *cols, console=console, speed_estimate_period=24 * 3600.0, disable=not drawn(console)
+        )
         self.oof, self.label, self.task = OofDrawer(console), label, None
 
     def __exit__(self, *exc) -> None:
@@ -90,15 +151,22 @@ class EvalProgress(_Drawer):
         if self.task is None:  # start at what earlier sessions did, so the rate counts this session only
             self.task = self.progress.add_task(self.label, total=p.total, completed=p.done, acc=acc)
         self.progress.update(self.task, completed=p.done, acc=acc)
+        self._show()
 
 
 class OofDrawer:
     """The ``progress`` callback of an out-of-fold run on a rich Console (stderr): a spinner while
     the model loads, a bar with seconds per question and ETA while features are read (a line every
-    25 questions when stderr is no terminal), each cross-fitting line. Use as a context manager."""
+    25 questions when stderr is no terminal), each cross-fitting line; in Jupyter the loading line
+    and the bar are cell outputs (:class:`NotebookCell`). Use as a context manager."""
 
     def __init__(self, err: Console):
         self.err, self.status, self.bar, self.task, self.first = err, None, None, None, None
+        self.cell: NotebookCell | None = None  # the features bar in Jupyter
+
+    def _show(self, final: bool = False) -> None:
+        if self.cell is not None and self.bar is not None:
+            self.cell.show(self.bar.get_renderable(), final)
 
     def __enter__(self) -> "OofDrawer":
         return self
@@ -114,12 +182,16 @@ class OofDrawer:
     def __call__(self, p) -> None:
         err = self.err
         if p.stage == "loading":
+            if err.is_jupyter:  # rich's spinner needs ipywidgets there: the line as the cell's output
+                NotebookCell(min(err.width, 115)).show(Text(p.message), final=True)
+                return
             self.status = err.status(p.message)
             self.status.start()
             return
         self._stop()
         if p.stage != "features":
             if self.bar is not None:
+                self._show(final=True)
                 self.bar.stop()
                 self.bar = None
             err.print(p.message, soft_wrap=True)  # a log keeps each path whole
@@ -127,15 +199,18 @@ class OofDrawer:
         if self.bar is None:
             cols = (TextColumn("[bold]features"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
             cols += (TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-            self.bar = Progress(*cols, console=err, disable=not drawn(err))
+            self.bar = Progress(*cols, console=err, disable=not drawn(err) or err.is_jupyter)
+            self.cell = NotebookCell(min(err.width, 115)) if err.is_jupyter else None
             self.bar.start()
             self.task = self.bar.add_task("features", total=p.total, completed=p.done, rate="")
             self.first = p.done
+            self._show()
             return
         per = p.seconds_per_question or 0.0
         self.bar.update(self.task, completed=p.done, rate=f"{per:.1f} s/q")
+        self._show(final=p.done == p.total)
         n, need = p.done - self.first, p.total - self.first
-        if not err.is_terminal and (n % 25 == 0 or n == need):  # logs get a line now and then
+        if not (err.is_terminal or err.is_jupyter) and (n % 25 == 0 or n == need):  # logs get a line now and then
             err.print(f"features {p.done}/{p.total} ({per:.1f} s/question, ETA {(need - n) * per / 60:.0f} min)")
         if p.done == p.total:
             self.bar.stop()
@@ -156,7 +231,7 @@ class IndexProgress(_Drawer):
             TextColumn("{task.fields[info]}"),
         )
         cols += (TimeElapsedColumn(), TimeRemainingColumn())
-        self.progress = Progress(*cols, console=console, disable=disable)
+        self.progress = self._progress(*cols, console=console, disable=disable)
         self.console, self.tasks, self.skipped = console, {}, 0
 
     def skip(self, path: str, line: int, reason: str) -> None:
@@ -183,6 +258,36 @@ class IndexProgress(_Drawer):
             self.progress.update(self.tasks[key], completed=p.bytes_read, info=info)
         else:
             self.progress.update(self.tasks[key], completed=p.done, total=p.total)
+        self._show()
+
+
+class LoadProgress(_Drawer):
+    """A spinner with the seconds spent while ``what`` loads (a Reader's model on its first
+    question), then one line ``loaded WHAT in N.N s``; on a terminal or in Jupyter, nothing in a
+    log. Use as a context manager around the load."""
+
+    def __init__(self, console: Console, what: str):
+        cols = (SpinnerColumn(), TextColumn("loading {task.description}"), TimeElapsedColumn())
+        self.progress = self._progress(*cols, console=console, disable=not drawn(console), transient=True)
+        self.console, self.what, self.start = console, what, time.perf_counter()
+        self.progress.add_task(what, total=None)
+
+    def __enter__(self) -> "LoadProgress":
+        super().__enter__()
+        self._show()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+        if not drawn(self.console) or exc[0] is not None:
+            if self.cell is not None and self.cell.handle is not None:
+                self.cell.handle.update({"text/plain": f"loading {self.what} failed"}, raw=True)
+            return
+        line = f"loaded {self.what} in {time.perf_counter() - self.start:.1f} s"
+        if self.cell is not None:
+            self.cell.show(Text(line), final=True)
+        else:
+            self.console.print(line, highlight=False)
 
 
 class RetrievalProgress(_Drawer):
