@@ -116,6 +116,7 @@ def main() -> None:
         "command": " ".join(["python", "-m", "bench.methods_matrix"] + sys.argv[1:]),
         "model": MODEL,
         "index": "mini ($SQA_HOME/index)",
+        "SQA_OPENAI_TIMEOUT": os.environ.get("SQA_OPENAI_TIMEOUT"),
         "load_before": os.getloadavg(),
         "rows": {},
     }
