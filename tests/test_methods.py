@@ -392,3 +392,21 @@ def test_a_methods_exemplar_questions_in_the_run_are_marked_as_demonstrations(tm
         load_method("iter-retgen").demonstrations({})[2]
         == "Hydrogen's atomic number squared exceeds number of Spice Girls?"
     )
+
+
+def test_bigbench_2290_reads_yes_against_no_after_q_a_on_the_train_questions(tmp_path):
+    m = MethodModel()
+    run = sqa.evaluate(
+        sqa.Reader(model=m, method="bigbench"), protocol="bigbench-2290", limit=2, out=tmp_path / "bb", progress=False
+    )
+    first_two = sqa.load_questions("train", limit=2)
+    assert [c["prompt"] for c in m.calls] == [f"Q: {q.question}\nA:" for q in first_two]  # zero-shot: no exemplars
+    assert [c["kind"] for c in m.calls] == ["p_yes", "p_yes"]
+    recorded = json.loads((tmp_path / "bb" / "run.json").read_text())["options"]
+    assert recorded["protocol"] == "bigbench-2290" and recorded["split"] == "train" and recorded["method"] == "bigbench"
+    assert run.metrics["question_set"]["method"] == "bigbench" and run.metrics["question_set"]["cut_to"] == 2
+    with pytest.raises(BadInput, match="--protocol bigbench-2290 is --method bigbench: add --method bigbench"):
+        sqa.evaluate(
+            sqa.Reader(model=m, method="cot"), protocol="bigbench-2290", limit=2, out=tmp_path / "x", progress=False
+        )
+    assert not (tmp_path / "x").exists()

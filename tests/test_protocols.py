@@ -51,7 +51,16 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_protocols_name_their_questions():
-    assert set(PROTOCOLS) == {"dev-229", "train-first-500", "train-first-1000", "train-2290", "dragin-1000", "shao-500"}
+    assert set(PROTOCOLS) == {
+        "dev-229",
+        "train-first-500",
+        "train-first-1000",
+        "train-2290",
+        "dragin-1000",
+        "shao-500",
+        "bigbench-2290",
+    }
+    assert get_protocol("bigbench-2290").method == "bigbench" and get_protocol("bigbench-2290").n is None
     assert get_protocol("dragin-1000").settings == {"prompt": "dragin", "answer_rule": "answer-is-else-no", "k": 3}
     assert protocol_limit(get_protocol("train-first-500"), None) == 500
     assert protocol_limit(get_protocol("train-first-500"), 5) == 5

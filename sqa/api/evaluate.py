@@ -144,6 +144,8 @@ def evaluate(
             raise BadInput(f"--protocol {protocol} names its own questions; leave out {flag}")
         proto = get_protocol(protocol)
         split, limit = proto.split, protocol_limit(proto, limit)
+        if proto.method and getattr(reader.method, "name", None) != proto.method:
+            raise BadInput(f"--protocol {proto.name} is --method {proto.method}: add --method {proto.method}")
         reader.pin_settings(proto.settings, proto.name)
     if features_cache is not None:  # checked line by line before any model loads
         from sqa.facts.reader import check_features_file

@@ -18,17 +18,20 @@ from sqa.types import SqaError
 class Protocol:
     """One named question set: the first ``n`` questions of ``split`` (all when None), and for a
     paper's protocol the method ``settings`` it pins (``sqa.methods.MethodSettings`` fields: each
-    applies to a method that reads it; a different value given by the user is refused)."""
+    applies to a method that reads it; a different value given by the user is refused) and the
+    ``method`` it is (a run of another method or a preset is refused)."""
 
     name: str
     split: str
     n: int | None
     summary: str
     settings: dict = field(default_factory=dict)
+    method: str = ""
 
     def to_dict(self) -> dict:
         d = {"protocol": self.name, "split": self.split, "questions": self.n, "summary": self.summary}
-        return {**d, "settings": dict(self.settings)} if self.settings else d
+        d = {**d, "settings": dict(self.settings)} if self.settings else d
+        return {**d, "method": self.method} if self.method else d
 
 
 PROTOCOLS: dict[str, Protocol] = {
@@ -59,6 +62,14 @@ PROTOCOLS: dict[str, Protocol] = {
             "Iter-RetGen (Shao et al. 2023): the first 500 train questions, k = 5 paragraphs, T = 2 iterations",
             {"k": 5, "iterations": 2},
         ),
+        Protocol(
+            "bigbench-2290",
+            "train",
+            None,
+            "BIG-bench's zero-shot StrategyQA task as lm-evaluation-harness scores it: all 2,290 train "
+            "questions, 'Q: {question}\\nA:', Yes against No by the first answer token's probability",
+            method="bigbench",
+        ),
     )
 }
 
@@ -85,7 +96,7 @@ def protocol_of(split: str, n_questions: int) -> str:
     if split not in SPLITS:
         return ""
     for p in PROTOCOLS.values():
-        if p.settings:  # a paper's whole setting is named only when asked for
+        if p.settings or p.method:  # a paper's whole setting is named only when asked for
             continue
         if p.split == split and n_questions == (p.n or len(load_questions(split))):
             return p.name

@@ -21,3 +21,19 @@ class Direct(Method):
     def answer(self, question, tools):
         p = tools.p_yes(P.direct_prompt(question))
         return MethodOutput(p >= 0.5, p, True)
+
+
+class BigBench(Method):
+    """Zero-shot: P(yes) of the answer after BIG-bench's "Q: {question}\\nA:", as
+    lm-evaluation-harness's ``bigbench_strategyqa_multiple_choice`` task scores Yes against No
+    (``sqa.methods.prompts.BIGBENCH_SOURCE``, with its FALLBACK note). No exemplars, no head."""
+
+    name = "bigbench"
+    source = "BIG-bench strategyqa, zero-shot, as lm-evaluation-harness scores it; " + cite(P.BIGBENCH_SOURCE)
+    needs = ("p_yes",)
+    defaults = {}
+    answer_rule = "forced"  # the argmax of P(Yes) and P(No) of the first answer token
+
+    def answer(self, question, tools):
+        p = tools.p_yes(P.bigbench_prompt(question))
+        return MethodOutput(p >= 0.5, p, True)

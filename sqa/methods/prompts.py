@@ -404,6 +404,31 @@ def exemplar_questions(variant: str) -> tuple[str, ...]:
     return tuple(e.question.removeprefix("Yes or no: ") for e in ex)
 
 
+# --- BIG-bench's zero-shot StrategyQA task as lm-evaluation-harness scores it ---------------
+BIGBENCH_TEST = "Q: {question}\nA:"  # the task's ``inputs`` (see BIGBENCH_SOURCE's note)
+BIGBENCH_CHOICES = ("Yes", "No")  # its ``multiple_choice_targets``; lm-eval scores " Yes" / " No"
+BIGBENCH_SOURCE = Source(
+    paper="Srivastava et al. 2022, BIG-bench, task strategyqa (zero-shot), as lm-evaluation-harness runs it",
+    where="task bigbench_strategyqa_multiple_choice: doc_to_text 'inputs', doc_to_choice "
+    "'multiple_choice_targets', doc_to_target the index of targets[0], metric acc (argmax of the "
+    "choices' log-likelihoods after the default target delimiter ' ')",
+    repo="EleutherAI/lm-evaluation-harness",
+    path="lm_eval/tasks/bigbench/multiple_choice_template_yaml (strategyqa.yaml @337492adbf26)",
+    commit="26d63fe77f6d7d6489ec50367593894cf612049d",
+    note="FALLBACK for the text of the inputs: BIG-bench's task.json (google/BIG-bench "
+    "bigbench/benchmark_tasks/strategyqa) is not in the store; the form 'Q: {question}\\nA:' with the "
+    "choices Yes and No is read from public code that loads hails/bigbench strategyqa_zero_shot and "
+    "strips exactly 'Q: ' and '\\nA:' from its inputs. sqa reads P(yes) over every spelling of yes and "
+    "no (sqa.models.llamacpp.YES_WORDS), lm-eval only ' Yes' against ' No'.",
+)
+
+
+def bigbench_prompt(question: str) -> str:
+    """BIG-bench's zero-shot StrategyQA input for ``question``: "Q: {question}\\nA:" (no exemplars;
+    :data:`BIGBENCH_SOURCE`)."""
+    return BIGBENCH_TEST.format(question=question)
+
+
 SOURCES: dict[str, Source] = {
     "cot": COT_SOURCE,
     "dragin": DRAGIN_SOURCE,
@@ -411,4 +436,5 @@ SOURCES: dict[str, Source] = {
     "self-ask": SELF_ASK_SOURCE,
     "iter-retgen": ITER_RETGEN_SOURCE,
     "ircot": IRCOT_SOURCE,
+    "bigbench": BIGBENCH_SOURCE,
 }

@@ -14,6 +14,7 @@ from sqa.types import BadInput
 
 METHODS: dict[str, str] = {
     "direct": "sqa.methods.direct:Direct",
+    "bigbench": "sqa.methods.direct:BigBench",
     "cot": "sqa.methods.cot:CoT",
     "sc": "sqa.methods.cot:SelfConsistency",
     "self-ask": "sqa.methods.self_ask:SelfAsk",
