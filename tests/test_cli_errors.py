@@ -262,3 +262,16 @@ def test_eval_refuses_a_decomposition_the_facts_reader_would_ignore_before_loadi
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--reader steps" in err[0], err
     assert not (tmp_path / "run").exists()
+
+
+def test_eval_help_groups_its_options_in_panels_and_hides_the_retired_flags():
+    r = run_sqa(["eval", "--help"], env={"COLUMNS": "100"})
+    assert r.returncode == 0
+    panels = [line.split("─ ")[1].split(" ─")[0] for line in r.stdout.splitlines() if line.startswith("╭─ ")]
+    assert panels[:5] == ["Options", "Basics", "Reader and method", "Advanced", "Served models"]
+    rows = [line.strip("│ ").split()[0] for line in r.stdout.splitlines() if line.startswith("│ --")]
+    assert "--split" in rows and "--method" in rows and "--base-url" in rows
+    assert not {"--reader", "--oracle", "--retrieval/--no-retrieval"} & set(rows)
+    assert len(r.stdout.splitlines()) < 130  # 167 lines in one panel before
+    r = run_sqa(["eval", "--oracle", "nonsense", "--limit", "1"])  # hidden, still accepted: its own error
+    assert r.returncode == 2 and "No such option" not in r.stderr and "oracle" in r.stderr

@@ -33,9 +33,16 @@ HELP = {
 }
 
 
+PANELS = "Reader and method: --preset --method --prompt --answer-rule --samples --set --model -k --head --answering --decomposition; Served models: --base-url --api --allow-model-alias; Advanced: --backend --batch-size --folds --strict --replace-heads --features-cache --chat-template --apply-chat-template --prefill/--no-prefill --dataset"
+PANEL_OF = {n: p.split(":")[0].strip() for p in PANELS.split(";") for n in p.split(":")[1].split()}
+
+
 def opt(*names: str, key: str | None = None, **kw):
-    """``typer.Option(*names)`` with its help from ``HELP[key]`` (or ``help=``), no default shown unless asked."""
+    """``typer.Option(*names)`` with its help from ``HELP[key]`` (or ``help=``), no default shown unless asked,
+    in its help panel (``PANELS``, else Basics); the retired --reader/--oracle/--retrieval are hidden, still accepted."""
     kw.setdefault("show_default", False)
+    kw.setdefault("rich_help_panel", PANEL_OF.get(names[0], "Basics"))
+    kw.setdefault("hidden", names[0] in ("--reader", "--oracle", "--retrieval/--no-retrieval"))
     return typer.Option(*names, help=kw.pop("help", None) or HELP[key], **kw)
 
 
