@@ -14,7 +14,6 @@ from sqa.types import BadInput
 
 METHODS: dict[str, str] = {
     "direct": "sqa.methods.direct:Direct",
-    "bigbench": "sqa.methods.direct:BigBench",
     "cot": "sqa.methods.cot:CoT",
     "sc": "sqa.methods.cot:SelfConsistency",
     "self-ask": "sqa.methods.self_ask:SelfAsk",
@@ -23,6 +22,7 @@ METHODS: dict[str, str] = {
     "ircot": "sqa.methods.rag:IRCoT",
     "flare": "sqa.methods.flare:Flare",
     "dragin": "sqa.methods.dragin:Dragin",
+    "bigbench": "sqa.methods.direct:BigBench",
     "facts": "sqa.methods.presets:Facts",
     "steps": "sqa.methods.presets:Steps",
 }
