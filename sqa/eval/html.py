@@ -244,18 +244,9 @@ def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question
         facts["Recall@10"] = f"{metrics['Recall@10']:.3f}"
     if metrics.get("ECE") is not None:
         facts["ECE (10 bins)"] = f"{metrics['ECE']:.3f}"
-    method = metrics.get("method")
-    if method:  # a method's run: its rule, unread outputs and cost per question, as report.md shows them
-        from sqa.eval.report import _fmt
+    from sqa.eval.report import method_facts
 
-        cost = method["cost_per_question"]
-        facts["method, answer rule"] = f"{method['name']}, {method['answer_rule']}"
-        facts["outputs no answer rule could read"] = (
-            f"{method['unread_outputs']} ({method['unread_questions']} questions)"
-        )
-        facts["cost per question"] = ", ".join(
-            f"{_fmt(cost[k], 1)} {k.replace('_', ' ')}" for k in cost if cost[k] is not None
-        )
+    facts.update(method_facts(metrics.get("method")))  # a method's run: as report.md shows it
     notes = [metrics["oracle_note"]] if metrics.get("oracle_note") else []
     if metrics.get("answering_note"):  # a train cut answered zero-shot: why
         notes.append(f"Answering: zero-shot: {metrics['answering_note']}.")

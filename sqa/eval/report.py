@@ -387,16 +387,23 @@ def _demonstrations_lines(d: dict | None) -> list[str]:
     ]
 
 
-def method_lines(method: dict | None) -> list[str]:
-    """report.md's rows of a method's run (``metrics.json`` ``method``): its answer rule, the
-    outputs no rule could read, and the cost per question; [] for the readers."""
+def method_facts(method: dict | None) -> dict[str, str]:
+    """A method run's rows (``metrics.json`` ``method``), label -> value: its answer rule, the
+    outputs no rule could read, and the cost per question; {} for the readers. report.md and
+    report.html show these."""
     if not method:
-        return []
+        return {}
     cost = method["cost_per_question"]
-    shown = ", ".join(f"{_fmt(cost[k], 1)} {k.replace('_', ' ')}" for k in cost if cost[k] is not None)
-    return [
-        f"| method, answer rule | {method['name']}, {method['answer_rule']} |",
-        f"| outputs no answer rule could read | {method['unread_outputs']} ({method['unread_questions']} "
-        "questions answered by the rule's fallback) |",
-        f"| cost per question | {shown} |",
-    ]
+    return {
+        "method, answer rule": f"{method['name']}, {method['answer_rule']}",
+        "outputs no answer rule could read": f"{method['unread_outputs']} ({method['unread_questions']} "
+        "questions answered by the rule's fallback)",
+        "cost per question": ", ".join(
+            f"{_fmt(cost[k], 1)} {k.replace('_', ' ')}" for k in cost if cost[k] is not None
+        ),
+    }
+
+
+def method_lines(method: dict | None) -> list[str]:
+    """report.md's table rows of :func:`method_facts`; [] for the readers."""
+    return [f"| {label} | {value} |" for label, value in method_facts(method).items()]
