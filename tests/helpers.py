@@ -393,11 +393,17 @@ class StandIn:
       "refuse" (400 for ``temperature`` > 0, as a greedy-only endpoint);
     - ``reason``: ``text -> str``, what a generation of more than 8 tokens writes (a chain of
       thought for the methods), each word one token of log-probability ``reason_logprob(word)``.
+    - ``template``: how its chat endpoint renders messages before reading them: "chatml" (as
+      Qwen2.5's template, so a ChatPrompt reads the same over chat as its ChatML text over
+      completions) or "own" (another template: the messages' JSON); ``props``: a dict answered at
+      ``GET /props`` (llama.cpp's ``llama-server``: ``chat_template``, ``bos_token``), else 404;
+    - ``weights``: a text mixed into every read-out (the default "": the stand-in's weights; any other:
+      other weights under the same name);
     - ``echo_auth``: 401 / 403 / 500 (every request is answered with that status and an error
       body that echoes the request's ``Authorization`` header, as some proxies do) or "answer"
       (answers carry the header in their ``id`` and ``system_fingerprint``).
 
-    Records ``requests`` (path, body; POSTs), counts ``gets`` and counts ``question_requests`` (those whose prompt holds
+    Records ``requests`` (path, body; POSTs), counts ``gets`` (of ``/v1/models``) and counts ``question_requests`` (those whose prompt holds
     ``Question:`` but is none of sqa's load-time probes). P(yes) is a deterministic function of the
     prompt text (``standin_log_odds``)."""
 
@@ -415,10 +421,10 @@ class StandIn:
         self.honor_no_thinking, self.strict, self.answer_as, self.key = False, False, None, None
         self.latency, self.serial, self.user_pass, self.echo_auth, self.minor = 0.0, False, None, None, False
         self.n_choices, self.reason, self.reason_logprob = "honour", None, lambda word: -0.05
-        self.sampling = "ok"
+        self.sampling, self.template, self.props, self.weights = "ok", "chatml", None, ""
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
-        self.gets = 0  # GET requests (/v1/models)
+        self.gets = 0  # GET requests but /props (/v1/models)
         self.auth: set[str] = set()
         self._serial = threading.Lock()
         outer = self
@@ -450,6 +456,12 @@ class StandIn:
                 return True
 
             def do_GET(self):
+                if self.path.rstrip("/") == "/props":  # llama-server's; most servers answer 404
+                    if not self._authorised():
+                        return
+                    return self._send(
+                        *((200, outer.props) if outer.props is not None else (404, {"detail": "Not Found"}))
+                    )
                 outer.gets += 1
                 if not self._authorised():
                     return
@@ -528,6 +540,12 @@ class StandIn:
             self.prefill == "always" or (self.prefill == "continue" and req.get("continue_final_message"))
         ):
             reply = last.get("content", "")
+        if self.template == "chatml":
+            from sqa.types import ChatPrompt
+
+            turns = msgs[:-1] if reply is not None else msgs
+            chat = ChatPrompt(tuple((m.get("role", ""), m.get("content", "")) for m in turns), reply or "")
+            return as_chatml_text(chat), reply
         return _json.dumps(msgs, sort_keys=True), reply
 
     @property
@@ -543,7 +561,7 @@ class StandIn:
         import math as _math
 
         text, reply = self.text_of(kind, req)
-        lo = standin_log_odds(text)
+        lo = standin_log_odds(self.weights + text)
         top = {" Yes": -0.7 + lo / 2, " No": -0.7 - lo / 2, " Maybe": -4.0}
         bad = {"null": None, "nan": float("nan"), "inf": float("inf"), "absurd": 1e308, "text": "abc", "positive": 1e3}
         if self.bad in bad and "Question:" in text and not any(p in text for p in self.PROBES):

@@ -9,7 +9,8 @@ Servers: ``--base-url URL`` (repeatable: requests are spread over all of them), 
 Endpoint (``--api``, default ``auto``): at load, ``auto`` asks ``/v1/completions`` for one token
 with logprobs; a 404/405 or a "chat model" refusal there, or no logprobs there but logprobs over
 chat (Ollama), picks ``/v1/chat/completions``. Over completions, prompts are text (a
-``ChatPrompt`` rendered as ChatML by ``sqa.models.chat``, as in-process); over chat, a
+``ChatPrompt`` in the model's own template, or refused where none is known:
+``sqa.models.served_template``); over chat, a
 ``ChatPrompt`` goes as messages and the server applies the model's own chat template; raw text
 (the facts reader's prompts) goes as one user message (so the model reads it inside its template:
 its P(yes) then differs from a completions read-out of the same text). A ``ChatPrompt``'s
@@ -58,10 +59,10 @@ from typing import Callable, Sequence
 
 from sqa.models import served_read as R
 from sqa.models.base import ModelBase
-from sqa.models.chat import as_chatml_text
 from sqa.models.served_complete import ServedCompletions
 from sqa.models.served_cache import Cost, ResponseCache, cache_enabled, request_key
 from sqa.models.served_load import LoadRecord, load_key
+from sqa.models.served_template import ServedTemplate
 from sqa.models.served_http import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -108,7 +109,7 @@ def _same_model(asked: str, answered) -> bool:
     return answered == asked
 
 
-class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
+class OpenAIModel(ServedCompletions, ServedTemplate, LoadRecord, LoadProbes, ModelBase):
     """A model served over the OpenAI API (see the module doc).
 
     ``name``: the model's name on the server; ``self.name`` is ``openai:NAME``. ``base_url``: a URL,
@@ -131,6 +132,7 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
         max_retries: int | None = None,
         allow_model_alias: bool | None = None,
         cache: ResponseCache | bool | None = None,
+        chat_template=None,
     ):
         try:
             import openai  # noqa: F401
@@ -139,6 +141,10 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
                 "--model openai:NAME needs the openai package; install it with "
                 "`pip install 'sqa[server]'` (or `pip install openai`)"
             ) from None
+        if chat_template is not None:  # a missing or broken file: one line before any server is asked
+            from sqa.models.chat import check_template_file
+
+            check_template_file(chat_template)
         opts = ServedOptions.of(base_url)
         opts = replace(opts, api=api or opts.api, allow_model_alias=bool(allow_model_alias or opts.allow_model_alias))
         self.options, self.served, self.name = opts, name, PREFIX + name
@@ -181,6 +187,7 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
                     for s, n in zip(self.servers, ex.map(self._measure_concurrency, self.servers)):
                         s.concurrency = n
             self._record()
+        self._use_template(chat_template)  # how ChatPrompts go over /v1/completions (served_template)
         self.engine = self.entry.get("owned_by") or None
         self.readout = "top_logprobs" if self.top_logprobs else "generation"
         if fixed:
@@ -203,7 +210,7 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
             endpoint=self.endpoint,
             readout=self.readout,
             top_logprobs=self.top_logprobs,
-            chat_template="server" if self.endpoint == "chat" else "chatml",
+            chat_template=self.template_source,
             prefill=self.prefill in ("continue_final_message", "final-assistant", "completions-text"),
             prefix_cache=False,
             concurrency=self.concurrency,
@@ -228,6 +235,7 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
             "top_logprobs": self.top_logprobs,
             "thinking": self.thinking,
             "prefill": self.prefill,
+            "chat_template": self.template_source,
             "fingerprint": self.fingerprint,
             "fingerprint_reads": self.fingerprint_reads,
             "models_entry": self.entry,
@@ -258,7 +266,7 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
     def _body(self, endpoint: str, prompt: Prompt, max_tokens: int, logprobs: int, stop: Sequence[str] = ()) -> dict:
         body: dict = {"model": self.served, "max_tokens": max_tokens, "temperature": 0.0, **self._extra}
         if endpoint == "completions":
-            body["prompt"] = as_chatml_text(prompt)
+            body["prompt"] = self._completions_text(prompt)
             if logprobs:
                 body["logprobs"] = logprobs
         else:

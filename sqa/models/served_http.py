@@ -173,6 +173,18 @@ class Server:
         entries = data.get("data")
         return [m for m in entries if isinstance(m, dict)] if isinstance(entries, list) else []
 
+    def props(self) -> dict | None:
+        """``GET /props`` at the server's root (beside ``/v1``: llama.cpp's ``llama-server`` says
+        there which chat template, ``bos_token`` and ``eos_token`` its model has), one try of at most
+        5 s; None where the server answers anything else (most servers: 404)."""
+        root = self.url[: -len("/v1")] if self.u.has_v1 else self.url
+        try:
+            data = self.client.get(root + "/props", cast_to=object, options={"timeout": 5.0, "max_retries": 0})
+        except (self._openai.OpenAIError, ValueError):
+            return None
+        data = scrub(data)
+        return data if isinstance(data, dict) else None
+
     def post(self, path: str, body: dict, at_load: bool = False, raw_errors: bool = False) -> tuple[dict, float]:
         """``POST path`` with ``body``: ``(JSON dict, seconds)``. ``raw_errors``: let the SDK's
         status errors through (load-time probes read them)."""

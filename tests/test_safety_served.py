@@ -1,0 +1,212 @@
+"""Issue 50, the served-model items: chat prompts over /v1/completions in the model's own template
+(5c), several servers with other weights under one name (4), the default timeout (5d), concurrency
+measured one server at a time (5e), every answered request counted (5f), and HTTP 400/403 lines (8).
+Stand-in servers on 127.0.0.1 (tests/helpers.py ``StandIn``); the llama.cpp test is marked slow."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import pytest
+
+from helpers import StandIn
+from sqa.types import ChatPrompt, ServerError
+
+pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
+
+# Meta's Llama-3 Instruct template (as tests/test_chat_template.py)
+LLAMA3 = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + "
+    "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
+PROMPT = ChatPrompt(
+    (("system", "Answer yes/no questions."), ("user", "Question: Can a goldfish drive a car?")), "Steps:\n1."
+)
+LLAMA3_TEXT = (
+    "<|start_header_id|>system<|end_header_id|>\n\nAnswer yes/no questions.<|eot_id|><|start_header_id|>user"
+    "<|end_header_id|>\n\nQuestion: Can a goldfish drive a car?<|eot_id|><|start_header_id|>assistant"
+    "<|end_header_id|>\n\nSteps:\n1."
+)
+
+
+def _model(url, **kw):
+    from sqa.models.openai import OpenAIModel
+
+    return OpenAIModel("fake-reader", url, cache=False, concurrency=1, **kw)
+
+
+def _sent(server) -> str:
+    """The prompt of the last completions request the stand-in received."""
+    return next(b["prompt"] for p, b in reversed(server.requests) if p == "/v1/completions")
+
+
+def test_chat_prompts_over_completions_are_never_silently_chatml(tmp_path):
+    """Item 5c: over /v1/completions a ChatPrompt is rendered in the template the server says
+    (``GET /props``, as llama-server), or a ``--chat-template`` file, with the leading BOS left to
+    the server's tokenizer; ChatML only where the server's chat endpoint reads ChatML; otherwise
+    the first ChatPrompt is one line saying what to pass, while raw text still goes."""
+    own = StandIn(template="own")  # its chat template is not ChatML and it does not say which it is
+    props = StandIn(template="own", props={"chat_template": LLAMA3, "bos_token": "<|begin_of_text|>"})
+    qwen = StandIn()  # its chat endpoint reads ChatML (Qwen2.5)
+    try:
+        m = _model(own.url)
+        assert m.capabilities.chat_template == "none" and m.server_info["chat_template"] == "none"
+        m.generate(["Question: Is it? Answer:"], 2)  # raw text (the facts reader's prompts) goes as it is
+        assert _sent(own) == "Question: Is it? Answer:"
+        sent = len(own.requests)
+        with pytest.raises(ServerError) as e:
+            m.generate([PROMPT], 2)
+        line = str(e.value)
+        assert "\n" not in line and own.url in line and "--chat-template FILE" in line and "--api chat" in line
+        assert len(own.requests) == sent  # nothing sent as ChatML
+
+        m = _model(props.url)
+        assert m.capabilities.chat_template == "props"
+        m.generate([PROMPT], 2)
+        assert _sent(props) == LLAMA3_TEXT  # the server adds BOS itself, as it does for llama-server
+
+        f = tmp_path / "llama3.jinja"
+        f.write_text(LLAMA3, encoding="utf-8")
+        m = _model(own.url, chat_template=f)
+        assert m.capabilities.chat_template == "file"
+        m.generate([PROMPT], 2)
+        assert _sent(own) == LLAMA3_TEXT
+
+        m = _model(qwen.url)
+        assert m.capabilities.chat_template == "chatml"
+        m.generate([PROMPT], 2)
+        assert _sent(qwen).startswith("<|im_start|>system\nAnswer yes/no questions.<|im_end|>\n")
+        with pytest.raises(ServerError, match="--chat-template llama3.jinja: .* /v1/chat/completions"):
+            _model(qwen.url, chat_template=f, api="chat")
+    finally:
+        for s in (own, props, qwen):
+            s.close()
+
+
+@contextmanager
+def _llama_cpp_server(gguf, alias: str, log):
+    """``python -m llama_cpp.server`` (llama-cpp-python[server]) serving ``gguf`` as ``alias`` on
+    127.0.0.1 (as tests/conftest.py's ``llama_server`` starts it); yields its base URL."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from helpers import free_port
+
+    port = free_port()
+    argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", "1"]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/models", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"llama.cpp's server did not start: {open(log).read()[-2000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.slow
+def test_a_llama3_gguf_served_by_llama_cpp_reads_the_steps_prompts_token_for_token_as_in_process(tmp_path):
+    """Item 5c's done-when: a Llama-3-template GGUF (written by the ``gguf`` package) served by
+    llama.cpp's server (llama-cpp-python's, which has no ``/props``) and read over
+    ``--api completions`` with ``--chat-template`` its template: the server tokenizes every prompt of
+    the steps reader into exactly the tokens the in-process model reads (BOS once: the server adds
+    it), and ``sqa ask --preset steps --api completions`` answers through it. Without the file the
+    server's chat endpoint shows that the model does not read ChatML: refused in one line."""
+    import json
+    import urllib.request
+
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is not installed")
+    pytest.importorskip("cyllama", reason="llama.cpp's binding (the models extra) reads the GGUF")
+    from test_chat_template import LLAMA3 as TEMPLATE
+    from test_chat_template import tiny_gguf
+
+    from helpers import one_error_line, run_sqa
+    from sqa.models.llamacpp import LlamaCppModel
+    from sqa.models.openai import OpenAIModel
+    from sqa.steps.prompts import DemoSelector, question_prompt
+
+    assert TEMPLATE == LLAMA3
+    gguf = tiny_gguf(tmp_path / "llama3.gguf", LLAMA3)
+    f = tmp_path / "llama3.jinja"
+    f.write_text(LLAMA3, encoding="utf-8")
+    q = "Could a llama birth twice during the Vietnam War?"
+    demos = DemoSelector().select(q, 3, None)
+    prompts = [question_prompt(demos, q), question_prompt(demos, q, decompose=False).extend("Answer:"), PROMPT]
+    local = LlamaCppModel(gguf, n_ctx=8192, n_threads=1)
+    with _llama_cpp_server(gguf, "tiny-llama3", tmp_path / "server.log") as url:
+        served = OpenAIModel("tiny-llama3", url, api="completions", chat_template=f, cache=False, concurrency=1)
+        assert served.capabilities.chat_template == "file" and served.endpoint == "completions"
+        for p in prompts:
+            want = local.tokenize(local.template.render(p))
+            assert want[0] == 1 and want[1] != 1  # <|begin_of_text|> once
+            text = served._completions_text(p)
+            req = urllib.request.Request(
+                url.removesuffix("/v1") + "/extras/tokenize",
+                json.dumps({"input": text, "model": "tiny-llama3"}).encode(),
+                {"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=60) as r:
+                assert json.loads(r.read())["tokens"] == want
+            body = served._body("completions", p, 1, 0)
+            assert served._request("completions", body, use_cache=False)["usage"]["prompt_tokens"] == len(want)
+        plain = OpenAIModel("tiny-llama3", url, api="completions", cache=False, concurrency=1)
+        assert plain.capabilities.chat_template == "none"
+        with pytest.raises(ServerError, match="--chat-template FILE"):
+            plain.generate([PROMPT], 1)
+        args = ["ask", q, "--reader", "steps", "--no-retrieval", "--model", "openai:tiny-llama3", "--base-url", url]
+        env = {"SQA_HOME": str(tmp_path / "home"), "SQA_OPENAI_TIMEOUT": "600"}
+        r = run_sqa(args + ["--api", "completions", "--chat-template", f, "--json"], env=env, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert json.loads(r.stdout)["server"]["chat_template"] == "file"
+        line = one_error_line(run_sqa(args + ["--api", "completions"], env=env, timeout=600), notices=True)
+        assert "does not say which chat template 'tiny-llama3' reads" in line and "--chat-template FILE" in line
+
+
+def test_two_servers_with_other_weights_under_one_name_stop_the_run_naming_both(tmp_path):
+    """Item 4: every server's fingerprint is checked, at load and (a load taken as recorded) at the
+    first cache miss; a server with other weights stops the run in one line naming both servers,
+    before any of its answers is kept."""
+    import json
+
+    from helpers import one_error_line, run_sqa, served_eval_args, write_log_odds_head
+
+    a, b = StandIn(), StandIn(weights="other")
+    head = write_log_odds_head(tmp_path / "head.json")
+    env = {"SQA_HOME": str(tmp_path / "home"), "SQA_OPENAI_CONCURRENCY": "1", "SQA_OPENAI_MAX_RETRIES": "0"}
+    try:
+        line = one_error_line(run_sqa(served_eval_args([a.url, b.url], head, tmp_path / "x"), env=env), notices=True)
+        assert a.url in line and b.url in line and "other weights" in line, line
+        assert a.question_requests == b.question_requests == 0 and not (tmp_path / "x" / "predictions.json").exists()
+        b.weights = ""  # the same weights: the run goes, and its load is recorded
+        r = run_sqa(served_eval_args([a.url, b.url], head, tmp_path / "y", limit=4), env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        b.weights = "other"  # swapped behind the name: the recorded load is checked at the first miss
+        sent = (a.question_requests, b.question_requests)
+        r = run_sqa(served_eval_args([a.url, b.url], head, tmp_path / "z", limit=6), env=env)
+        line = one_error_line(r, notices=True)
+        assert a.url in line and b.url in line and "other weights" in line, line
+        assert (a.question_requests, b.question_requests) == sent  # nothing asked of either
+        done = tmp_path / "z" / "predictions.json"
+        assert not done.exists() or len(json.loads(done.read_text())) <= 4
+    finally:
+        a.close()
+        b.close()
