@@ -372,7 +372,7 @@ class StandIn:
     """An OpenAI-compatible stand-in server (stdlib ``http.server`` in a thread on 127.0.0.1) that
     behaves like the servers of docs/served.md, one switch at a time:
 
-    - ``completions`` / ``chat``: "ok", "404", "chat-model" (OpenAI's 400 for a chat model on
+    - ``completions`` / ``chat``: "ok", "404", "400" (a field it does not take), "chat-model" (OpenAI's 400 for a chat model on
       /v1/completions), "no-logprobs", "think" (chat: the answer opens with ``<think>``; with
       ``honor_no_thinking`` the ``chat_template_kwargs`` ``enable_thinking: false`` turns it off),
       "llama-server" (completions: the body of llama.cpp's own ``llama-server``, the build vendored
@@ -397,6 +397,8 @@ class StandIn:
       Qwen2.5's template, so a ChatPrompt reads the same over chat as its ChatML text over
       completions) or "own" (another template: the messages' JSON); ``props``: a dict answered at
       ``GET /props`` (llama.cpp's ``llama-server``: ``chat_template``, ``bos_token``), else 404;
+    - ``per_token``: seconds per prompt token (``len(text) // 4`` tokens) on top of ``latency``: a
+      server reading at a pace, as a CPU one;
     - ``weights``: a text mixed into every read-out (the default "": the stand-in's weights; any other:
       other weights under the same name);
     - ``echo_auth``: 401 / 403 / 500 (every request is answered with that status and an error
@@ -421,7 +423,7 @@ class StandIn:
         self.honor_no_thinking, self.strict, self.answer_as, self.key = False, False, None, None
         self.latency, self.serial, self.user_pass, self.echo_auth, self.minor = 0.0, False, None, None, False
         self.n_choices, self.reason, self.reason_logprob = "honour", None, lambda word: -0.05
-        self.sampling, self.template, self.props, self.weights = "ok", "chatml", None, ""
+        self.sampling, self.template, self.props, self.weights, self.per_token = "ok", "chatml", None, "", 0.0
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
         self.gets = 0  # GET requests but /props (/v1/models)
@@ -488,6 +490,8 @@ class StandIn:
                 mode = getattr(outer, kind)
                 if mode == "404":
                     return self._send(404, {"error": {"message": "Not Found"}})
+                if mode == "400":  # a request field the server does not take
+                    return self._send(400, {"error": {"message": f"unknown field in {kind} request"}})
                 if mode == "chat-model":
                     return self._send(
                         400,
@@ -511,6 +515,8 @@ class StandIn:
                         time.sleep(outer.latency)
                 elif outer.latency:
                     time.sleep(outer.latency)
+                if outer.per_token:  # a server that reads a prompt at a pace (a CPU one)
+                    time.sleep(outer.per_token * (len(outer.text_of(kind, req)[0]) // 4))
                 if outer.bad == "malformed" and "Question:" in _json.dumps(req):
                     return self._send(200, None, raw=b'{"id": "cmpl-1", "choices": [')
                 if outer.bad == "cut" and "Question:" in _json.dumps(req):

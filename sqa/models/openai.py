@@ -51,6 +51,7 @@ server's requests go to the others; the run stops (resumably) only when every se
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -149,6 +150,7 @@ class OpenAIModel(ServedCompletions, ServedTemplate, LoadRecord, LoadProbes, Mod
         opts = replace(opts, api=api or opts.api, allow_model_alias=bool(allow_model_alias or opts.allow_model_alias))
         self.options, self.served, self.name = opts, name, PREFIX + name
         urls = base_urls(opts)
+        given = timeout is not None or bool((os.environ.get("SQA_OPENAI_TIMEOUT") or "").strip())
         self.timeout = float(timeout or env_number("SQA_OPENAI_TIMEOUT", DEFAULT_TIMEOUT_S, float, 0.001))
         self.max_retries = int(
             max_retries
@@ -158,6 +160,9 @@ class OpenAIModel(ServedCompletions, ServedTemplate, LoadRecord, LoadProbes, Mod
         fixed = concurrency or env_number("SQA_OPENAI_CONCURRENCY", 0, int, 0, 256) or None
         key, var = api_key()
         self.servers = [Server(u, name, key, var, self.timeout, self.max_retries) for u in urls]
+        for s in self.servers:
+            s.timeout_how = "$SQA_OPENAI_TIMEOUT" if given else "the default"
+        self.answer_timeout: float | None = None  # measured at load (served_http.measured_timeout)
         self.base_url, self.shown_url = self.servers[0].url, self.servers[0].shown
         self._lock = threading.Lock()
         self._local = threading.local()  # per-thread token counts (usage)
@@ -187,6 +192,10 @@ class OpenAIModel(ServedCompletions, ServedTemplate, LoadRecord, LoadProbes, Mod
                     for s, n in zip(self.servers, ex.map(self._measure_concurrency, self.servers)):
                         s.concurrency = n
             self._record()
+        if not given and self.answer_timeout:  # a CPU server's long prompt (issue 50, item 5d)
+            self.timeout = self.answer_timeout
+            for s in self.servers:
+                s.set_timeout(self.answer_timeout)
         self._use_template(chat_template)  # how ChatPrompts go over /v1/completions (served_template)
         self.engine = self.entry.get("owned_by") or None
         self.readout = "top_logprobs" if self.top_logprobs else "generation"

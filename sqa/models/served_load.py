@@ -74,6 +74,7 @@ class LoadRecord:
             "fingerprint_reads": self.fingerprint_reads,
             "concurrency": {} if self._fixed else {s.shown: s.concurrency for s in self.servers},
             "base_urls": [s.shown for s in self.servers],
+            "answer_timeout_s": self.answer_timeout,
             "recorded_at": _now(),
         }
 
@@ -101,6 +102,8 @@ class LoadRecord:
         self.fingerprint, self.fingerprint_reads, self.recorded_at = fp, rec["fingerprint_reads"], when
         for s in self.servers:
             s.concurrency = max(1, conc.get(s.shown, 1))
+        t = rec.get("answer_timeout_s")
+        self.answer_timeout = float(t) if isinstance(t, (int, float)) and 0 < t <= 86400 else None
         return True
 
     def _probe_findings(self) -> None:

@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from sqa.models import served_read as R
-from sqa.models.served_http import Server, is_chat_only
+from sqa.models.served_http import Server, is_chat_only, measured_timeout
 from sqa.models.served_http import _detail as _short
 from sqa.types import ChatPrompt, ServerError
 
@@ -112,6 +112,12 @@ class LoadProbes:
                 break
             if endpoint in found and found[endpoint][0]:
                 break
+        if not found and api == "auto" and len(errors) == 2:  # each endpoint's own reason (issue 50, item 8)
+            both = " and ".join(f"/v1{PATHS[ep]} ({_status(errors[ep])})" for ep in ("completions", "chat"))
+            raise ServerError(
+                f"the server at {self.shown_url} refused both {both} for {self.served!r}; check the "
+                "request fields its log names, or pass --api for the endpoint that should work"
+            )
         if not found:
             e = errors.get(api if api != "auto" else "chat") or next(iter(errors.values()), None)
             what = {
@@ -197,8 +203,11 @@ class LoadProbes:
         reads, fine = [], []
         for p in FINGERPRINT_PROMPTS:
             body = self._body(self.endpoint, p, GENERATION_TOKENS if not self.top_logprobs else 1, self.top_logprobs)
-            r = s.post(PATHS[self.endpoint], body, at_load=True)[0]
+            r, dt = s.post(PATHS[self.endpoint], body, at_load=True)
             self._check_answer(s, r)
+            u = r.get("usage") if isinstance(r.get("usage"), dict) else {}
+            n = u.get("prompt_tokens") if isinstance(u.get("prompt_tokens"), int) else len(p) // 4
+            self.answer_timeout = max(self.answer_timeout or 0.0, measured_timeout(dt, n))
             pos = R.token_positions(r, self.endpoint)
             top = pos[0][1] if pos else {}
             best = sorted(top, key=top.get, reverse=True)[:3]
@@ -222,6 +231,12 @@ class LoadProbes:
         with ThreadPoolExecutor(3) as ex:
             list(ex.map(one, range(3, 6)))
         return 1 if time.perf_counter() - t > 2.2 * t1 + 0.05 else DEFAULT_CONCURRENCY
+
+
+def _status(e: Exception) -> str:
+    """``HTTP 400: message`` of an SDK status error, for a line naming what each endpoint said."""
+    code = getattr(e, "status_code", None)
+    return f"HTTP {code}: {_short(e)}" if code is not None else _short(e)
 
 
 def same_reads(a, b, tol: float = 0.25) -> bool:

@@ -83,10 +83,10 @@ class ServedTemplate:
     def _chatml_is_its_template(self) -> bool:
         """Whether the server reads :data:`TEMPLATE_PROBE` over chat as it reads its ChatML text over
         completions (module doc): the same prompt token count where both answers give one, and the
-        same read-out. A server that refuses the chat request: False."""
+        same read-out. A server that refuses the chat request (asked first): False, nothing more sent."""
         s, n = self.servers[0], self.top_logprobs
         reads, counts = [], []
-        for endpoint, prompt in (("completions", render_chatml(TEMPLATE_PROBE)), ("chat", TEMPLATE_PROBE)):
+        for endpoint, prompt in (("chat", TEMPLATE_PROBE), ("completions", render_chatml(TEMPLATE_PROBE))):
             try:
                 r = s.post(
                     PATHS[endpoint], self._body(endpoint, prompt, 1 if n else GENERATION_TOKENS, n), at_load=True
