@@ -405,7 +405,7 @@ class StandIn:
       body that echoes the request's ``Authorization`` header, as some proxies do) or "answer"
       (answers carry the header in their ``id`` and ``system_fingerprint``).
 
-    Records ``requests`` (path, body; POSTs), counts ``gets`` (of ``/v1/models``) and counts ``question_requests`` (those whose prompt holds
+    Records ``requests`` (path, body; POSTs) and ``spans`` (when each answered POST came and went), counts ``gets`` (of ``/v1/models``) and counts ``question_requests`` (those whose prompt holds
     ``Question:`` but is none of sqa's load-time probes). P(yes) is a deterministic function of the
     prompt text (``standin_log_odds``)."""
 
@@ -426,6 +426,7 @@ class StandIn:
         self.sampling, self.template, self.props, self.weights, self.per_token = "ok", "chatml", None, "", 0.0
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
+        self.spans: list[tuple[float, float, str]] = []  # (start, end, the prompt's first 40 characters) per answer
         self.gets = 0  # GET requests but /props (/v1/models)
         self.auth: set[str] = set()
         self._serial = threading.Lock()
@@ -480,6 +481,7 @@ class StandIn:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 req = _json.loads(self.rfile.read(n) or b"{}")
+                start = time.monotonic()
                 if not self._authorised():
                     return
                 path = self.path.rstrip("/")
@@ -522,6 +524,7 @@ class StandIn:
                 if outer.bad == "cut" and "Question:" in _json.dumps(req):
                     return self._send(200, None, raw=b'{"id": "cmpl-1", "choi', length=400)
                 ans = outer.answer(kind, req, mode)
+                outer.spans.append((start, time.monotonic(), outer.text_of(kind, req)[0][:40]))
                 if outer.echo_auth == "answer":
                     ans["id"] = ans["system_fingerprint"] = self.headers.get("Authorization", "")
                 return self._send(200, ans)

@@ -286,3 +286,23 @@ def test_http_400_on_both_endpoints_and_403_say_what_failed_without_false_tries(
     finally:
         both.close()
         forbidden.close()
+
+
+def test_concurrency_is_measured_one_server_at_a_time(monkeypatch):
+    """Item 5e: two servers (say two llama-cpp-python servers on one host, each one request at a
+    time): each server's concurrency is measured while the other is idle, so neither's requests
+    slow the other's measurement; each gets 1 slot."""
+    monkeypatch.delenv("SQA_OPENAI_CONCURRENCY", raising=False)
+    from sqa.models.openai import OpenAIModel
+
+    a, b = StandIn(latency=0.1, serial=True), StandIn(latency=0.1, serial=True)
+    try:
+        m = OpenAIModel("fake-reader", [a.url, b.url], cache=False)
+        assert m.server_info["concurrency"] == {a.url: 1, b.url: 1} and m.capabilities.concurrency == 2
+        spans = [[(t0, t1) for t0, t1, text in s.spans if text.startswith("Count ")] for s in (a, b)]
+        assert len(spans[0]) == len(spans[1]) == 5  # two one at a time, then three at once
+        assert max(t1 for _, t1 in spans[0]) <= min(t0 for t0, _ in spans[1])  # b measured after a
+        m.close()
+    finally:
+        a.close()
+        b.close()

@@ -41,7 +41,8 @@ servers, name and ``--api`` (no request), checked live at the first cache miss
 
 Concurrency: each server gets ``$SQA_OPENAI_CONCURRENCY`` slots when set, else it is measured at
 load: 3 requests at once taking over 2.2x one request means the server runs them one at a time
-(llama-cpp-python's server) and it gets 1 slot, else 8 (3 requests at once vs one, all servers at once). ``capabilities.concurrency`` is the total
+(llama-cpp-python's server) and it gets 1 slot, else 8 (3 requests at once vs one, one server at a
+time: servers sharing a host would slow each other's measurement; issue 50, item 5e). ``capabilities.concurrency`` is the total
 and ``prefers_batches`` is True when it is over 1: the steps reader then runs that many questions
 in lockstep (one at a time where every server runs one request at a time), each lockstep batch
 written when done; a server lost mid-run costs at most that many unwritten answers, whose
@@ -187,10 +188,8 @@ class OpenAIModel(ServedCompletions, ServedTemplate, LoadRecord, LoadProbes, Mod
         self.live = not (recorded is not None and self._adopt(recorded))
         if self.live:
             self._probe_findings()
-            if not fixed:  # measured on every server at once
-                with ThreadPoolExecutor(len(self.servers)) as ex:
-                    for s, n in zip(self.servers, ex.map(self._measure_concurrency, self.servers)):
-                        s.concurrency = n
+            for s in self.servers if not fixed else ():  # one server at a time (module doc)
+                s.concurrency = self._measure_concurrency(s)
             self._record()
         if not given and self.answer_timeout:  # a CPU server's long prompt (issue 50, item 5d)
             self.timeout = self.answer_timeout
