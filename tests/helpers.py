@@ -397,6 +397,8 @@ class StandIn:
       Qwen2.5's template, so a ChatPrompt reads the same over chat as its ChatML text over
       completions) or "own" (another template: the messages' JSON); ``props``: a dict answered at
       ``GET /props`` (llama.cpp's ``llama-server``: ``chat_template``, ``bos_token``), else 404;
+    - ``die_after``: question requests it takes before it dies (each later one: HTTP 500 at once;
+      those taken are answered after ``latency``); ``answered``: question requests answered (200);
     - ``per_token``: seconds per prompt token (``len(text) // 4`` tokens) on top of ``latency``: a
       server reading at a pace, as a CPU one;
     - ``weights``: a text mixed into every read-out (the default "": the stand-in's weights; any other:
@@ -424,12 +426,13 @@ class StandIn:
         self.latency, self.serial, self.user_pass, self.echo_auth, self.minor = 0.0, False, None, None, False
         self.n_choices, self.reason, self.reason_logprob = "honour", None, lambda word: -0.05
         self.sampling, self.template, self.props, self.weights, self.per_token = "ok", "chatml", None, "", 0.0
+        self.die_after, self.answered = None, 0  # question requests answered before dying; answered so far
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
         self.spans: list[tuple[float, float, str]] = []  # (start, end, the prompt's first 40 characters) per answer
         self.gets = 0  # GET requests but /props (/v1/models)
         self.auth: set[str] = set()
-        self._serial = threading.Lock()
+        self._serial, self._count = threading.Lock(), threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -512,6 +515,15 @@ class StandIn:
                     return self._send(400, {"error": {"message": "n > 1 is not supported"}})
                 if kind == "chat" and req.get("continue_final_message") and outer.strict:
                     return self._send(400, {"error": {"message": "unknown field continue_final_message"}})
+                asks = "Question:" in outer.text_of(kind, req)[0] and not any(
+                    p in outer.text_of(kind, req)[0] for p in outer.PROBES
+                )
+                if asks and outer.die_after is not None:
+                    with outer._count:
+                        outer.dying = getattr(outer, "dying", 0) + 1
+                        dead = outer.dying > outer.die_after
+                    if dead:
+                        return self._send(500, {"error": {"message": "model crashed"}})
                 if outer.serial:
                     with outer._serial:
                         time.sleep(outer.latency)
@@ -524,6 +536,9 @@ class StandIn:
                 if outer.bad == "cut" and "Question:" in _json.dumps(req):
                     return self._send(200, None, raw=b'{"id": "cmpl-1", "choi', length=400)
                 ans = outer.answer(kind, req, mode)
+                if asks:
+                    with outer._count:
+                        outer.answered += 1
                 outer.spans.append((start, time.monotonic(), outer.text_of(kind, req)[0][:40]))
                 if outer.echo_auth == "answer":
                     ans["id"] = ans["system_fingerprint"] = self.headers.get("Authorization", "")

@@ -306,3 +306,42 @@ def test_concurrency_is_measured_one_server_at_a_time(monkeypatch):
     finally:
         a.close()
         b.close()
+
+
+def test_every_answered_request_is_counted_and_ask_json_shows_every_server(tmp_path):
+    """Item 5f: a server that dies mid-run under the steps reader (two questions in lockstep, each
+    several requests): run.json's calls sent count every request the server answered, those of
+    the questions the run stopped before writing included (``unwritten_calls_sent``), and after
+    the resumed run they still add up; ``sqa ask --json`` with two ``--base-url`` s shows both."""
+    import json
+
+    from helpers import one_error_line, run_sqa, write_log_odds_head
+
+    head = write_log_odds_head(tmp_path / "head.json")
+    env = {"SQA_HOME": str(tmp_path / "home"), "SQA_OPENAI_CONCURRENCY": "2", "SQA_OPENAI_MAX_RETRIES": "0"}
+    s = StandIn(die_after=5, latency=0.1)
+    out = tmp_path / "run"
+    args = ["eval", "--reader", "steps", "--no-retrieval", "--model", "openai:fake-reader", "--base-url", s.url]
+    args += ["--split", "dev", "--limit", "4", "--out", out]
+    try:
+        line = one_error_line(run_sqa(args, env=env), notices=True)
+        assert "HTTP 500" in line and s.answered == 5, line
+        written = len((out / "traces.jsonl").read_text().splitlines()) if (out / "traces.jsonl").exists() else 0
+        assert written < 4
+        cost = json.loads((out / "run.json").read_text())["cost"]
+        assert cost["calls_sent"] == 5 and cost["unwritten_calls_sent"] > 0, cost
+        s.die_after = None  # back: the resumed run takes the answered ones from the response cache
+        r = run_sqa(args, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        cost = json.loads((out / "run.json").read_text())["cost"]
+        assert cost["calls_sent"] == s.answered, (cost, s.answered)
+        b = StandIn()
+        try:
+            ask = ["ask", "Is the sun a star?", "--no-retrieval", "--head", head, "--model", "openai:fake-reader"]
+            r = run_sqa(ask + ["--base-url", s.url, "--base-url", b.url, "--json"], env=env)
+            assert r.returncode == 0, r.stderr[-2000:]
+            assert json.loads(r.stdout)["server"]["base_urls"] == [s.url, b.url]
+        finally:
+            b.close()
+    finally:
+        s.close()

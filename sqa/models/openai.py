@@ -55,7 +55,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Callable, Sequence
 
@@ -360,9 +360,11 @@ class OpenAIModel(ServedCompletions, ServedTemplate, LoadRecord, LoadProbes, Mod
         futures = [self._pool.submit(fn, p) for p in prompts]
         try:
             return [f.result() for f in futures]
-        except BaseException:
+        except BaseException as e:
             for f in futures:
                 f.cancel()
+            if not isinstance(e, KeyboardInterrupt):  # the requests in flight finish (each within the
+                wait(futures)  # timeout): their answers are counted and cached before the error goes up
             raise
 
     # -- LanguageModel ---------------------------------------------------------------------------
