@@ -310,8 +310,9 @@ class ModelCapabilities:
     - ``top_logprobs``: how many top logprobs a served model gives per token (0: none or in-process).
     - ``chat_template``: where a :class:`ChatPrompt`'s rendering comes from: ``"gguf"`` (the file's
       ``tokenizer.chat_template``), ``"tokenizer"`` (a Hugging Face tokenizer's), ``"server"`` (the
-      server applies its own over chat), ``"file"`` (``--chat-template FILE``) or ``"chatml"``
-      (ChatML, used when the model carries no template).
+      server applies its own over chat), ``"file"`` (``--chat-template FILE``), ``"chatml"``
+      (ChatML, used when the model carries no template), or for a served model over completions
+      ``"props"`` (the server's ``GET /props``) or ``"none"`` (unknown: a ChatPrompt is refused).
     - ``prefill``: a ``ChatPrompt``'s non-empty ``reply`` is continued as an open assistant message
       (False: it is carried as a closed turn; ``sqa.steps`` copes with either).
     - ``prefix_cache``: ``warm_prefixes(texts, cache_dir)`` keeps prompt heads' KV cache on disk.

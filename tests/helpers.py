@@ -372,7 +372,7 @@ class StandIn:
     """An OpenAI-compatible stand-in server (stdlib ``http.server`` in a thread on 127.0.0.1) that
     behaves like the servers of docs/served.md, one switch at a time:
 
-    - ``completions`` / ``chat``: "ok", "404", "chat-model" (OpenAI's 400 for a chat model on
+    - ``completions`` / ``chat``: "ok", "404", "400" (a field it does not take), "chat-model" (OpenAI's 400 for a chat model on
       /v1/completions), "no-logprobs", "think" (chat: the answer opens with ``<think>``; with
       ``honor_no_thinking`` the ``chat_template_kwargs`` ``enable_thinking: false`` turns it off),
       "llama-server" (completions: the body of llama.cpp's own ``llama-server``, the build vendored
@@ -393,11 +393,21 @@ class StandIn:
       "refuse" (400 for ``temperature`` > 0, as a greedy-only endpoint);
     - ``reason``: ``text -> str``, what a generation of more than 8 tokens writes (a chain of
       thought for the methods), each word one token of log-probability ``reason_logprob(word)``.
+    - ``template``: how its chat endpoint renders messages before reading them: "chatml" (as
+      Qwen2.5's template, so a ChatPrompt reads the same over chat as its ChatML text over
+      completions) or "own" (another template: the messages' JSON); ``props``: a dict answered at
+      ``GET /props`` (llama.cpp's ``llama-server``: ``chat_template``, ``bos_token``), else 404;
+    - ``die_after``: question requests it takes before it dies (each later one: HTTP 500 at once;
+      those taken are answered after ``latency``); ``answered``: question requests answered (200);
+    - ``per_token``: seconds per prompt token (``len(text) // 4`` tokens) on top of ``latency``: a
+      server reading at a pace, as a CPU one;
+    - ``weights``: a text mixed into every read-out (the default "": the stand-in's weights; any other:
+      other weights under the same name);
     - ``echo_auth``: 401 / 403 / 500 (every request is answered with that status and an error
       body that echoes the request's ``Authorization`` header, as some proxies do) or "answer"
       (answers carry the header in their ``id`` and ``system_fingerprint``).
 
-    Records ``requests`` (path, body; POSTs), counts ``gets`` and counts ``question_requests`` (those whose prompt holds
+    Records ``requests`` (path, body; POSTs) and ``spans`` (when each answered POST came and went), counts ``gets`` (of ``/v1/models``) and counts ``question_requests`` (those whose prompt holds
     ``Question:`` but is none of sqa's load-time probes). P(yes) is a deterministic function of the
     prompt text (``standin_log_odds``)."""
 
@@ -415,12 +425,14 @@ class StandIn:
         self.honor_no_thinking, self.strict, self.answer_as, self.key = False, False, None, None
         self.latency, self.serial, self.user_pass, self.echo_auth, self.minor = 0.0, False, None, None, False
         self.n_choices, self.reason, self.reason_logprob = "honour", None, lambda word: -0.05
-        self.sampling = "ok"
+        self.sampling, self.template, self.props, self.weights, self.per_token = "ok", "chatml", None, "", 0.0
+        self.die_after, self.answered = None, 0  # question requests answered before dying; answered so far
         self.__dict__.update(kw)
         self.requests: list[tuple[str, dict]] = []
-        self.gets = 0  # GET requests (/v1/models)
+        self.spans: list[tuple[float, float, str]] = []  # (start, end, the prompt's first 40 characters) per answer
+        self.gets = 0  # GET requests but /props (/v1/models)
         self.auth: set[str] = set()
-        self._serial = threading.Lock()
+        self._serial, self._count = threading.Lock(), threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -450,6 +462,12 @@ class StandIn:
                 return True
 
             def do_GET(self):
+                if self.path.rstrip("/") == "/props":  # llama-server's; most servers answer 404
+                    if not self._authorised():
+                        return
+                    return self._send(
+                        *((200, outer.props) if outer.props is not None else (404, {"detail": "Not Found"}))
+                    )
                 outer.gets += 1
                 if not self._authorised():
                     return
@@ -466,6 +484,7 @@ class StandIn:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 req = _json.loads(self.rfile.read(n) or b"{}")
+                start = time.monotonic()
                 if not self._authorised():
                     return
                 path = self.path.rstrip("/")
@@ -476,6 +495,8 @@ class StandIn:
                 mode = getattr(outer, kind)
                 if mode == "404":
                     return self._send(404, {"error": {"message": "Not Found"}})
+                if mode == "400":  # a request field the server does not take
+                    return self._send(400, {"error": {"message": f"unknown field in {kind} request"}})
                 if mode == "chat-model":
                     return self._send(
                         400,
@@ -494,16 +515,31 @@ class StandIn:
                     return self._send(400, {"error": {"message": "n > 1 is not supported"}})
                 if kind == "chat" and req.get("continue_final_message") and outer.strict:
                     return self._send(400, {"error": {"message": "unknown field continue_final_message"}})
+                asks = "Question:" in outer.text_of(kind, req)[0] and not any(
+                    p in outer.text_of(kind, req)[0] for p in outer.PROBES
+                )
+                if asks and outer.die_after is not None:
+                    with outer._count:
+                        outer.dying = getattr(outer, "dying", 0) + 1
+                        dead = outer.dying > outer.die_after
+                    if dead:
+                        return self._send(500, {"error": {"message": "model crashed"}})
                 if outer.serial:
                     with outer._serial:
                         time.sleep(outer.latency)
                 elif outer.latency:
                     time.sleep(outer.latency)
+                if outer.per_token:  # a server that reads a prompt at a pace (a CPU one)
+                    time.sleep(outer.per_token * (len(outer.text_of(kind, req)[0]) // 4))
                 if outer.bad == "malformed" and "Question:" in _json.dumps(req):
                     return self._send(200, None, raw=b'{"id": "cmpl-1", "choices": [')
                 if outer.bad == "cut" and "Question:" in _json.dumps(req):
                     return self._send(200, None, raw=b'{"id": "cmpl-1", "choi', length=400)
                 ans = outer.answer(kind, req, mode)
+                if asks:
+                    with outer._count:
+                        outer.answered += 1
+                outer.spans.append((start, time.monotonic(), outer.text_of(kind, req)[0][:40]))
                 if outer.echo_auth == "answer":
                     ans["id"] = ans["system_fingerprint"] = self.headers.get("Authorization", "")
                 return self._send(200, ans)
@@ -528,6 +564,12 @@ class StandIn:
             self.prefill == "always" or (self.prefill == "continue" and req.get("continue_final_message"))
         ):
             reply = last.get("content", "")
+        if self.template == "chatml":
+            from sqa.types import ChatPrompt
+
+            turns = msgs[:-1] if reply is not None else msgs
+            chat = ChatPrompt(tuple((m.get("role", ""), m.get("content", "")) for m in turns), reply or "")
+            return as_chatml_text(chat), reply
         return _json.dumps(msgs, sort_keys=True), reply
 
     @property
@@ -543,7 +585,7 @@ class StandIn:
         import math as _math
 
         text, reply = self.text_of(kind, req)
-        lo = standin_log_odds(text)
+        lo = standin_log_odds(self.weights + text)
         top = {" Yes": -0.7 + lo / 2, " No": -0.7 - lo / 2, " Maybe": -4.0}
         bad = {"null": None, "nan": float("nan"), "inf": float("inf"), "absurd": 1e308, "text": "abc", "positive": 1e3}
         if self.bad in bad and "Question:" in text and not any(p in text for p in self.PROBES):

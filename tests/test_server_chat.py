@@ -140,7 +140,7 @@ def test_thinking_model_is_read_after_its_block(standin, tmp_path, honor):
     assert m.thinking == ("disabled" if honor else "read-after")
     p = m.yes_probability(["Question: Is water wet?\nAnswer (Yes or No):"])[0]
     body = s.requests[-1][1]
-    expect = standin_log_odds(json.dumps(body["messages"], sort_keys=True))
+    expect = standin_log_odds(s.text_of("chat", body)[0])  # what the stand-in's chat template renders
     assert abs(p - 1 / (1 + np.exp(-expect))) < 1e-6
     assert m.readout_stats["after_thinking" if not honor else "top_logprobs"] == 1
     assert m.readout_stats["missing"] == 0

@@ -438,20 +438,22 @@ def steps_for_display(reader, question: str, result, k: int, status=None, note=l
 
 
 def served_details(model) -> dict:
-    """``{"server": {base_url, model, endpoint, readout, top_logprobs, thinking, prefill,
-    fingerprint, contacted, identity, readout_stats, cost}}`` for a served model (no credentials; ``sqa ask --json``
-    adds it), {} for an in-process one."""
+    """``{"server": {base_url, base_urls, model, endpoint, readout, top_logprobs, thinking, prefill,
+    chat_template, fingerprint, contacted, identity, readout_stats, cost}}`` for a served model (no
+    credentials; ``sqa ask --json`` adds it), {} for an in-process one."""
     info = model.server_info
     if not info:
         return {}
     keep = (
         "base_url",
+        "base_urls",
         "model",
         "endpoint",
         "readout",
         "top_logprobs",
         "thinking",
         "prefill",
+        "chat_template",
         "fingerprint",
         "contacted",
         "identity",

@@ -19,7 +19,7 @@ HELP = {
     "base_url": "With --model openai:NAME: the OpenAI-compatible server (vLLM, SGLang, llama.cpp's server, Ollama), e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL, else that); give it more than once to spread requests over several servers. The key comes from $SQA_OPENAI_API_KEY or $OPENAI_API_KEY.",
     "api": "With --model openai:NAME: the endpoint: chat (/v1/chat/completions, the server's chat template), completions (/v1/completions) or auto (probe the server; docs/served.md).",
     "alias": "With --model openai:NAME: accept answers whose `model` field names another model than asked for (stopped otherwise).",
-    "chat_template": "A Jinja chat template file (or a tokenizer_config.json holding one) that renders the steps reader's chat prompts instead of the model's own (a .gguf file's tokenizer.chat_template, else ChatML); in-process models only.",
+    "chat_template": "A Jinja chat template file (or a tokenizer_config.json holding one) that renders the steps reader's chat prompts instead of the model's own (a .gguf file's tokenizer.chat_template, else ChatML); for a served model, its prompts over /v1/completions.",
     "apply_chat_template": "The facts reader reads its prompts in the model's own chat template (one user turn), as a model served over --api chat does; answered by a head fitted on that form, else zero-shot.",
     "prefill": "The steps reader continues its transcript in the open assistant message (--prefill, where the model can), or reads it in turns, each answer a new message asked for by a user turn (--no-prefill), as it reads a chat server that cannot continue a message (llama-cpp-python's); to compare in-process with such a server.",
     "method": "A method instead of a preset (docs/methods.md): "

@@ -151,6 +151,7 @@ def run_eval(
 
             demos = demo_qids()
         served: list[dict] = []  # the served models' server_info (a load from a record turns "live" mid-run)
+        cost = None
         try:
             try:
                 for pool, group in plan_fewshot(options.split, pending, options.folds):
@@ -231,7 +232,8 @@ def run_eval(
             summary = finalize_run(
                 out_dir, options, questions, on_disk, index_info=run_info.get("index") or index_info, new=stats.new
             )
-            _record_cost(out_dir, on_disk)
+            # requests answered for questions not written (the run stopped mid-batch): counted too (issue 50, 5f)
+            _record_cost(out_dir, on_disk, cost.minus(reported.get(id(cost), type(cost)())) if cost else None)
             for info in served[-1:]:  # as it stands now: contacted or not
                 _record_server(out_dir, dict(info))
     summary.interrupted = interrupted
@@ -276,23 +278,35 @@ def _record_server(out_dir: Path, info: dict | None) -> None:
         write_json_atomic(path, recorded)
 
 
-def _record_cost(out_dir: Path, done: dict[str, dict]) -> None:
+def _record_cost(out_dir: Path, done: dict[str, dict], unwritten: dict | None = None) -> None:
     """``run.json``'s ``cost``: a served model's calls sent and answered from the response cache,
     prompt and completion tokens (the server's ``usage``), summed over the answered questions'
-    ``eval.cost``, with seconds per question; nothing for a run without them."""
-    costs = [r["eval"]["cost"] for r in done.values() if isinstance(r.get("eval", {}).get("cost"), dict)]
-    if not costs:
-        return
-    total = {k: round(sum(float(c.get(k, 0) or 0) for c in costs), 3) for k in costs[0]}
-    total = {k: int(v) if float(v).is_integer() and k != "request_seconds" else v for k, v in total.items()}
-    secs = [float(r["eval"].get("seconds", 0) or 0) for r in done.values()]
-    total.update(questions=len(costs), seconds_per_question=round(sum(secs) / max(len(secs), 1), 3))
+    ``eval.cost``, with seconds per question; nothing for a run without them. ``unwritten``: what
+    this process's requests cost beyond its written questions (a run stopped mid-batch: answered
+    requests of questions not written, whose answers are in the response cache), added up over
+    processes in ``run.json``'s ``cost_unwritten`` and counted in the totals
+    (``unwritten_calls_sent``), so every request a server answered is counted."""
     path = out_dir / RUN_FILE
     try:
         recorded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    if recorded.get("cost") != total:
+    extra = recorded.get("cost_unwritten") if isinstance(recorded.get("cost_unwritten"), dict) else {}
+    changed = bool(unwritten and any(v > 0 for v in unwritten.values()))
+    if changed:
+        extra = {k: round(float(extra.get(k, 0) or 0) + v, 3) for k, v in unwritten.items()}
+        recorded["cost_unwritten"] = extra
+    costs = [r["eval"]["cost"] for r in done.values() if isinstance(r.get("eval", {}).get("cost"), dict)]
+    if not costs and not extra:
+        return
+    keys = costs[0] if costs else extra
+    total = {k: round(sum(float(c.get(k, 0) or 0) for c in costs) + float(extra.get(k, 0) or 0), 3) for k in keys}
+    total = {k: int(v) if float(v).is_integer() and k != "request_seconds" else v for k, v in total.items()}
+    secs = [float(r["eval"].get("seconds", 0) or 0) for r in done.values()]
+    total.update(questions=len(costs), seconds_per_question=round(sum(secs) / max(len(secs), 1), 3))
+    if extra:
+        total["unwritten_calls_sent"] = int(extra.get("calls_sent", 0) or 0)
+    if recorded.get("cost") != total or changed:
         recorded["cost"] = total
         write_json_atomic(path, recorded)
 

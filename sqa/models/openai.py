@@ -9,7 +9,8 @@ Servers: ``--base-url URL`` (repeatable: requests are spread over all of them), 
 Endpoint (``--api``, default ``auto``): at load, ``auto`` asks ``/v1/completions`` for one token
 with logprobs; a 404/405 or a "chat model" refusal there, or no logprobs there but logprobs over
 chat (Ollama), picks ``/v1/chat/completions``. Over completions, prompts are text (a
-``ChatPrompt`` rendered as ChatML by ``sqa.models.chat``, as in-process); over chat, a
+``ChatPrompt`` in the model's own template, or refused where none is known:
+``sqa.models.served_template``); over chat, a
 ``ChatPrompt`` goes as messages and the server applies the model's own chat template; raw text
 (the facts reader's prompts) goes as one user message (so the model reads it inside its template:
 its P(yes) then differs from a completions read-out of the same text). A ``ChatPrompt``'s
@@ -40,7 +41,8 @@ servers, name and ``--api`` (no request), checked live at the first cache miss
 
 Concurrency: each server gets ``$SQA_OPENAI_CONCURRENCY`` slots when set, else it is measured at
 load: 3 requests at once taking over 2.2x one request means the server runs them one at a time
-(llama-cpp-python's server) and it gets 1 slot, else 8 (3 requests at once vs one, all servers at once). ``capabilities.concurrency`` is the total
+(llama-cpp-python's server) and it gets 1 slot, else 8 (3 requests at once vs one, one server at a
+time: servers sharing a host would slow each other's measurement; issue 50, item 5e). ``capabilities.concurrency`` is the total
 and ``prefers_batches`` is True when it is over 1: the steps reader then runs that many questions
 in lockstep (one at a time where every server runs one request at a time), each lockstep batch
 written when done; a server lost mid-run costs at most that many unwritten answers, whose
@@ -50,18 +52,19 @@ server's requests go to the others; the run stops (resumably) only when every se
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Callable, Sequence
 
 from sqa.models import served_read as R
 from sqa.models.base import ModelBase
-from sqa.models.chat import as_chatml_text
 from sqa.models.served_complete import ServedCompletions
 from sqa.models.served_cache import Cost, ResponseCache, cache_enabled, request_key
 from sqa.models.served_load import LoadRecord, load_key
+from sqa.models.served_template import ServedTemplate
 from sqa.models.served_http import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -108,7 +111,7 @@ def _same_model(asked: str, answered) -> bool:
     return answered == asked
 
 
-class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
+class OpenAIModel(ServedCompletions, ServedTemplate, LoadRecord, LoadProbes, ModelBase):
     """A model served over the OpenAI API (see the module doc).
 
     ``name``: the model's name on the server; ``self.name`` is ``openai:NAME``. ``base_url``: a URL,
@@ -131,6 +134,7 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
         max_retries: int | None = None,
         allow_model_alias: bool | None = None,
         cache: ResponseCache | bool | None = None,
+        chat_template=None,
     ):
         try:
             import openai  # noqa: F401
@@ -139,10 +143,15 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
                 "--model openai:NAME needs the openai package; install it with "
                 "`pip install 'sqa[server]'` (or `pip install openai`)"
             ) from None
+        if chat_template is not None:  # a missing or broken file: one line before any server is asked
+            from sqa.models.chat import check_template_file
+
+            check_template_file(chat_template)
         opts = ServedOptions.of(base_url)
         opts = replace(opts, api=api or opts.api, allow_model_alias=bool(allow_model_alias or opts.allow_model_alias))
         self.options, self.served, self.name = opts, name, PREFIX + name
         urls = base_urls(opts)
+        given = timeout is not None or bool((os.environ.get("SQA_OPENAI_TIMEOUT") or "").strip())
         self.timeout = float(timeout or env_number("SQA_OPENAI_TIMEOUT", DEFAULT_TIMEOUT_S, float, 0.001))
         self.max_retries = int(
             max_retries
@@ -152,6 +161,9 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
         fixed = concurrency or env_number("SQA_OPENAI_CONCURRENCY", 0, int, 0, 256) or None
         key, var = api_key()
         self.servers = [Server(u, name, key, var, self.timeout, self.max_retries) for u in urls]
+        for s in self.servers:
+            s.timeout_how = "$SQA_OPENAI_TIMEOUT" if given else "the default"
+        self.answer_timeout: float | None = None  # measured at load (served_http.measured_timeout)
         self.base_url, self.shown_url = self.servers[0].url, self.servers[0].shown
         self._lock = threading.Lock()
         self._local = threading.local()  # per-thread token counts (usage)
@@ -176,11 +188,14 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
         self.live = not (recorded is not None and self._adopt(recorded))
         if self.live:
             self._probe_findings()
-            if not fixed:  # measured on every server at once
-                with ThreadPoolExecutor(len(self.servers)) as ex:
-                    for s, n in zip(self.servers, ex.map(self._measure_concurrency, self.servers)):
-                        s.concurrency = n
+            for s in self.servers if not fixed else ():  # one server at a time (module doc)
+                s.concurrency = self._measure_concurrency(s)
             self._record()
+        if not given and self.answer_timeout:  # a CPU server's long prompt (issue 50, item 5d)
+            self.timeout = self.answer_timeout
+            for s in self.servers:
+                s.set_timeout(self.answer_timeout)
+        self._use_template(chat_template)  # how ChatPrompts go over /v1/completions (served_template)
         self.engine = self.entry.get("owned_by") or None
         self.readout = "top_logprobs" if self.top_logprobs else "generation"
         if fixed:
@@ -203,7 +218,7 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
             endpoint=self.endpoint,
             readout=self.readout,
             top_logprobs=self.top_logprobs,
-            chat_template="server" if self.endpoint == "chat" else "chatml",
+            chat_template=self.template_source,
             prefill=self.prefill in ("continue_final_message", "final-assistant", "completions-text"),
             prefix_cache=False,
             concurrency=self.concurrency,
@@ -228,6 +243,7 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
             "top_logprobs": self.top_logprobs,
             "thinking": self.thinking,
             "prefill": self.prefill,
+            "chat_template": self.template_source,
             "fingerprint": self.fingerprint,
             "fingerprint_reads": self.fingerprint_reads,
             "models_entry": self.entry,
@@ -258,7 +274,7 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
     def _body(self, endpoint: str, prompt: Prompt, max_tokens: int, logprobs: int, stop: Sequence[str] = ()) -> dict:
         body: dict = {"model": self.served, "max_tokens": max_tokens, "temperature": 0.0, **self._extra}
         if endpoint == "completions":
-            body["prompt"] = as_chatml_text(prompt)
+            body["prompt"] = self._completions_text(prompt)
             if logprobs:
                 body["logprobs"] = logprobs
         else:
@@ -344,9 +360,11 @@ class OpenAIModel(ServedCompletions, LoadRecord, LoadProbes, ModelBase):
         futures = [self._pool.submit(fn, p) for p in prompts]
         try:
             return [f.result() for f in futures]
-        except BaseException:
+        except BaseException as e:
             for f in futures:
                 f.cancel()
+            if not isinstance(e, KeyboardInterrupt):  # the requests in flight finish (each within the
+                wait(futures)  # timeout): their answers are counted and cached before the error goes up
             raise
 
     # -- LanguageModel ---------------------------------------------------------------------------

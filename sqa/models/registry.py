@@ -349,21 +349,16 @@ def load_model(
     names/paths on llama.cpp (CPU, ``sqa.models.llamacpp.LlamaCppModel``), anything else with
     transformers (``sqa.models.hf.HFModel``; torch is imported only then). ``chat_template``: a
     Jinja file that renders ``ChatPrompt`` s instead of the model's own template (``--chat-template``;
-    in-process models only). Raises SqaError when the model cannot be found or loaded, or for a
+    for a served model: over ``/v1/completions``, ``sqa.models.served_template``). Raises SqaError when the model cannot be found or loaded, or for a
     ``base_url`` or ``chat_template`` with a model they do not go with."""
     if not model or not model.strip():
         raise SqaError(
             f"empty --model; use one of {', '.join(MODELS)}, a .gguf path, openai:NAME or a Hugging Face name/path"
         )
     if is_served(model):
-        if chat_template is not None:
-            raise SqaError(
-                f"--chat-template goes with an in-process model (.gguf or Hugging Face), not {model}: a "
-                "served model's template is the server's"
-            )
         from sqa.models.openai import OpenAIModel, served_name
 
-        return OpenAIModel(served_name(model), base_url=base_url)
+        return OpenAIModel(served_name(model), base_url=base_url, chat_template=chat_template)
     if base_url:
         from sqa.models.served_url import served_flags
 

@@ -4,8 +4,11 @@ connection errors) posting JSON bodies and reading JSON dicts back, and every SD
 one line that names the server (without credentials) and what failed.
 
 Defaults (``$SQA_OPENAI_TIMEOUT`` seconds per try, ``$SQA_OPENAI_MAX_RETRIES`` extra tries): 20 s
-and 1, so a hung server holds ``sqa ask`` for about 41 s (two tries and the SDK's backoff), not
-minutes; both are checked (a finite number, at most a day) before any client is made.
+and 1 at load, so a hung server holds ``sqa ask`` for about 41 s (two tries and the SDK's backoff),
+not minutes; both are checked (a finite number, at most a day) before any client is made. After
+load, unless ``$SQA_OPENAI_TIMEOUT`` is set, each try may take :func:`measured_timeout`: the load's
+probes show how fast the server reads a prompt, and a CPU server reading a long facts prompt
+(the 1.5B model took 35-40 s for ~470 tokens on two cores; issue 50, item 5d) is given that long.
 """
 
 from __future__ import annotations
@@ -22,6 +25,17 @@ from sqa.types import BadInput, ServerError, ServerLost
 
 DEFAULT_TIMEOUT_S = 20.0
 DEFAULT_MAX_RETRIES = 1
+LONG_PROMPT_TOKENS = 4096  # twice the longest prompts sqa sends (a steps transcript with its demonstrations)
+MAX_MEASURED_TIMEOUT_S = 900.0
+
+
+def measured_timeout(seconds: float, prompt_tokens: int) -> float:
+    """Seconds a try may take after load, from the slowest load-time probe (``seconds`` for
+    ``prompt_tokens`` prompt tokens; its HTTP overhead counted as reading time, so the estimate errs
+    long): the time to read :data:`LONG_PROMPT_TOKENS` at that pace, at least
+    :data:`DEFAULT_TIMEOUT_S` and at most :data:`MAX_MEASURED_TIMEOUT_S`."""
+    pace = max(seconds, 0.0) / max(int(prompt_tokens or 0), 8)
+    return round(min(max(DEFAULT_TIMEOUT_S, pace * LONG_PROMPT_TOKENS), MAX_MEASURED_TIMEOUT_S), 1)
 
 
 def env_number(var: str, default: float, cast: Callable = float, low: float = 0.0, high: float = 86400.0):
@@ -85,6 +99,7 @@ class Server:
         self.served, self.key_var = served, key_var
         self.timeout, self.max_retries = timeout, max_retries
         self.concurrency = 1
+        self.timeout_how = "$SQA_OPENAI_TIMEOUT"  # where the timeout came from, for messages
         self.alive = True
         self.lock = threading.Lock()
         remember_sent(u.user, u.password, key)
@@ -95,21 +110,26 @@ class Server:
             api_key=key or "sqa-no-key", base_url=u.url, timeout=timeout, max_retries=max_retries, **kw
         )
 
+    def set_timeout(self, seconds: float) -> None:
+        """Let each try take ``seconds`` from now on (a timeout measured at load)."""
+        self.timeout, self.timeout_how = float(seconds), "measured at load"
+        self.client = self.client.with_options(timeout=self.timeout)
+
     def error(self, e: Exception, at_load: bool) -> Exception:
         """One line for an SDK error (never the key: messages name the URL without credentials)."""
         o = self._openai
         again = (
             "start it (or check --base-url / $OPENAI_BASE_URL) and run the same command again"
             if at_load
-            else "the same command resumes (sqa eval keeps every answered question; answers already "
-            "received are in the response cache)"
+            else "the same command resumes (answers already received are in the response cache)"
         )
         tries = f"{self.max_retries + 1} tr{'y' if self.max_retries == 0 else 'ies'}"
         lost = ServerError if at_load else ServerLost
         if isinstance(e, o.APITimeoutError):
             return lost(
-                f"the server at {self.shown} did not answer within {self.timeout:g} s ({tries}, "
-                f"$SQA_OPENAI_TIMEOUT); {again}"
+                f"the server at {self.shown} did not answer within {self.timeout:g} s ({tries}; {self.timeout_how}); a slow "
+                f"server (a CPU one on a long prompt) needs longer: set $SQA_OPENAI_TIMEOUT to more seconds, "
+                f"e.g. {max(600, 4 * self.timeout):g}; {again}"
             )
         if isinstance(e, o.APIConnectionError):
             cause = type(e.__cause__).__name__ if e.__cause__ else "connection error"
@@ -137,12 +157,17 @@ class Server:
             )
         if isinstance(e, o.APIStatusError):
             code = e.status_code
+            # the SDK retries only these (408, 409, 429, 5xx): any other status came from one try
+            after = f" after {tries}" if code in (408, 409, 429) or code >= 500 else ""
             if (code >= 500 or code == 429) and not at_load:
-                return ServerLost(
-                    f"the server at {self.shown} answered HTTP {code} ({_detail(e)}) after {tries}; {again}"
+                return ServerLost(f"the server at {self.shown} answered HTTP {code} ({_detail(e)}){after}; {again}")
+            if code == 403:
+                return ServerError(
+                    f"the server at {self.shown} answered HTTP 403 Forbidden ({_detail(e)}): it refuses this "
+                    f"request; check that the key (or the base URL's user) may use {self.served!r} there"
                 )
             tail = again if code >= 500 else "check the server's log"
-            return ServerError(f"the server at {self.shown} answered HTTP {code} ({_detail(e)}) after {tries}; {tail}")
+            return ServerError(f"the server at {self.shown} answered HTTP {code} ({_detail(e)}){after}; {tail}")
         if isinstance(e, o.OpenAIError):
             return ServerError(f"the server at {self.shown}: {type(e).__name__} ({_detail(e)}); check the server")
         if isinstance(e, ValueError):  # a body that is not JSON (json.JSONDecodeError)
@@ -172,6 +197,18 @@ class Server:
         data = self._json(lambda: self.client.get("/models", cast_to=object), "/models", at_load=True)
         entries = data.get("data")
         return [m for m in entries if isinstance(m, dict)] if isinstance(entries, list) else []
+
+    def props(self) -> dict | None:
+        """``GET /props`` at the server's root (beside ``/v1``: llama.cpp's ``llama-server`` says
+        there which chat template, ``bos_token`` and ``eos_token`` its model has), one try of at most
+        5 s; None where the server answers anything else (most servers: 404)."""
+        root = self.url[: -len("/v1")] if self.u.has_v1 else self.url
+        try:
+            data = self.client.get(root + "/props", cast_to=object, options={"timeout": 5.0, "max_retries": 0})
+        except (self._openai.OpenAIError, ValueError):
+            return None
+        data = scrub(data)
+        return data if isinstance(data, dict) else None
 
     def post(self, path: str, body: dict, at_load: bool = False, raw_errors: bool = False) -> tuple[dict, float]:
         """``POST path`` with ``body``: ``(JSON dict, seconds)``. ``raw_errors``: let the SDK's

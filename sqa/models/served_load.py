@@ -41,7 +41,7 @@ from sqa.types import ServerError
 
 RECORD_FORMAT = "sqa-served-load/1"
 # the findings that shape a request's body or how its answer is read: any difference on going live stops the run
-SHAPING = ("models_entry", "endpoint", "top_logprobs", "thinking", "thinking_kw", "extra", "prefill")
+SHAPING = ("models_entry", "endpoint", "top_logprobs", "thinking", "thinking_kw", "extra", "prefill", "template")
 
 
 def load_key(urls, name: str, api: str) -> str:
@@ -69,10 +69,12 @@ class LoadRecord:
             "thinking_kw": dict(self._thinking_kw),
             "extra": dict(self._extra),
             "prefill": self.prefill,
+            "template": dict(self.template),
             "fingerprint": self.fingerprint,
             "fingerprint_reads": self.fingerprint_reads,
             "concurrency": {} if self._fixed else {s.shown: s.concurrency for s in self.servers},
             "base_urls": [s.shown for s in self.servers],
+            "answer_timeout_s": self.answer_timeout,
             "recorded_at": _now(),
         }
 
@@ -90,13 +92,18 @@ class LoadRecord:
             thinking_kw, extra, prefill = dict(rec["thinking_kw"]), dict(rec["extra"]), str(rec["prefill"])
             conc = {str(k): int(v) for k, v in dict(rec["concurrency"]).items()}
             thinking, fp, when = str(rec["thinking"]), str(rec["fingerprint"]), str(rec["recorded_at"])
+            template = dict(rec["template"])
+            if template.get("source") not in ("server", "props", "chatml", "none"):
+                return False
         except (KeyError, TypeError, ValueError):
             return False
         self.entry, self.endpoint, self.top_logprobs, self.thinking = entry, endpoint, n, thinking
-        self._thinking_kw, self._extra, self.prefill = thinking_kw, extra, prefill
+        self._thinking_kw, self._extra, self.prefill, self.template = thinking_kw, extra, prefill, template
         self.fingerprint, self.fingerprint_reads, self.recorded_at = fp, rec["fingerprint_reads"], when
         for s in self.servers:
             s.concurrency = max(1, conc.get(s.shown, 1))
+        t = rec.get("answer_timeout_s")
+        self.answer_timeout = float(t) if isinstance(t, (int, float)) and 0 < t <= 86400 else None
         return True
 
     def _probe_findings(self) -> None:
@@ -108,6 +115,7 @@ class LoadRecord:
         self.endpoint, self.top_logprobs, self.thinking = self._choose_endpoint(self.options.api)
         self.prefill = self._probe_prefill() if self.endpoint == "chat" else "completions-text"
         self.fingerprint = self._fingerprint()
+        self.template = self._find_template()  # how ChatPrompts go over /v1/completions (served_template)
 
     def _record(self) -> None:
         if self.cache is not None and self._load_key is not None:

@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from sqa.models import served_read as R
-from sqa.models.served_http import Server, is_chat_only
+from sqa.models.served_http import Server, is_chat_only, measured_timeout
 from sqa.models.served_http import _detail as _short
 from sqa.types import ChatPrompt, ServerError
 
@@ -112,6 +112,12 @@ class LoadProbes:
                 break
             if endpoint in found and found[endpoint][0]:
                 break
+        if not found and api == "auto" and len(errors) == 2:  # each endpoint's own reason (issue 50, item 8)
+            both = " and ".join(f"/v1{PATHS[ep]} ({_status(errors[ep])})" for ep in ("completions", "chat"))
+            raise ServerError(
+                f"the server at {self.shown_url} refused both {both} for {self.served!r}; check the "
+                "request fields its log names, or pass --api for the endpoint that should work"
+            )
         if not found:
             e = errors.get(api if api != "auto" else "chat") or next(iter(errors.values()), None)
             what = {
@@ -170,26 +176,44 @@ class LoadProbes:
         return "turns"
 
     def _fingerprint(self) -> str:
-        """A short hash of the ``/v1/models`` entry and the read-outs of :data:`FINGERPRINT_PROMPTS`
-        (the top-3 tokens in order, or the generated text without logprobs); sent, never cached."""
-        reads = []
-        self.fingerprint_reads = []  # [{token: logprob} of the top 3, or the text]: compared with a tolerance
+        """A short hash of the ``/v1/models`` entry and the first server's read-outs of
+        :data:`FINGERPRINT_PROMPTS` (the top-3 tokens in order, or the generated text without
+        logprobs); sent, never cached. Every other server is read the same way and must agree
+        (``same_reads``): one with other weights behind the name stops the load in one line naming
+        both servers (issue 50, item 4), before any answer of it is kept."""
+        first, self.fingerprint_reads = self._reads_of(self.servers[0])
+        for s in self.servers[1:]:
+            reads, fine = self._reads_of(s)
+            if not same_reads(self.fingerprint_reads, fine):
+                a, b = self._hash(first), self._hash(reads)
+                raise ServerError(
+                    f"the servers at {self.servers[0].shown} and {s.shown} serve {self.served!r} with other "
+                    f"weights (fingerprint {a} vs {b}: they read the same prompts otherwise), whose answers "
+                    "must not mix in one run; serve the same model on each, or give one --base-url"
+                )
+        return self._hash(first)
+
+    def _hash(self, reads: list) -> str:
+        blob = json.dumps({"entry": self.entry, "reads": reads, "endpoint": self.endpoint}, sort_keys=True)
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def _reads_of(self, s: Server) -> tuple[list, list]:
+        """``(reads, fingerprint_reads)`` of server ``s`` for :data:`FINGERPRINT_PROMPTS`: the top-3
+        tokens (or the text) per prompt, and ``{token: logprob}`` of them (compared with a tolerance)."""
+        reads, fine = [], []
         for p in FINGERPRINT_PROMPTS:
-            r = self._request(
-                self.endpoint,
-                self._body(self.endpoint, p, GENERATION_TOKENS if not self.top_logprobs else 1, self.top_logprobs),
-                use_cache=False,
-                count=False,
-            )
+            body = self._body(self.endpoint, p, GENERATION_TOKENS if not self.top_logprobs else 1, self.top_logprobs)
+            r, dt = s.post(PATHS[self.endpoint], body, at_load=True)
+            self._check_answer(s, r)
+            u = r.get("usage") if isinstance(r.get("usage"), dict) else {}
+            n = u.get("prompt_tokens") if isinstance(u.get("prompt_tokens"), int) else len(p) // 4
+            self.answer_timeout = max(self.answer_timeout or 0.0, measured_timeout(dt, n))
             pos = R.token_positions(r, self.endpoint)
             top = pos[0][1] if pos else {}
             best = sorted(top, key=top.get, reverse=True)[:3]
             reads.append(best if top else R.generated_text(r, self.endpoint))
-            self.fingerprint_reads.append(
-                {t: round(top[t], 3) for t in best} if top else R.generated_text(r, self.endpoint)
-            )
-        blob = json.dumps({"entry": self.entry, "reads": reads, "endpoint": self.endpoint}, sort_keys=True)
-        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+            fine.append({t: round(top[t], 3) for t in best} if top else R.generated_text(r, self.endpoint))
+        return reads, fine
 
     def _measure_concurrency(self, s: Server) -> int:
         """1 where 3 requests at once take over 2.2x one request (+50 ms), else DEFAULT_CONCURRENCY.
@@ -207,6 +231,12 @@ class LoadProbes:
         with ThreadPoolExecutor(3) as ex:
             list(ex.map(one, range(3, 6)))
         return 1 if time.perf_counter() - t > 2.2 * t1 + 0.05 else DEFAULT_CONCURRENCY
+
+
+def _status(e: Exception) -> str:
+    """``HTTP 400: message`` of an SDK status error, for a line naming what each endpoint said."""
+    code = getattr(e, "status_code", None)
+    return f"HTTP {code}: {_short(e)}" if code is not None else _short(e)
 
 
 def same_reads(a, b, tol: float = 0.25) -> bool:
