@@ -10,9 +10,12 @@ A re-run, a resumed run, or another preset sharing a reading therefore sends no 
 The same file keeps, per (servers, model name, ``--api``), what loading the model found (its
 ``/v1/models`` entry, endpoint, read-out, fingerprint, concurrency: ``sqa.models.served_load``), so
 a run whose every request is cached sends none at all.
-Several processes may share the file: SQLite's own locking (WAL journal, a 30 s busy timeout)
-serialises writers; a write that still fails is skipped (the answer is not lost, only not cached).
-``$SQA_OPENAI_CACHE=0`` turns the cache off.
+Several processes may share the file: SQLite's own locking (WAL journal) serialises writers. A
+lock held longer by another process is waited out for at most ``LOCK_WAIT_S`` seconds in all (one
+warning line when the wait starts), then the run stops in one line naming the file (issue 50,
+item 6). A cache file that is damaged, truncated, not a regular file or not writable stops the
+run in one line naming it and what to do (item 5): nothing is silently left uncached. The run goes
+on without the cache only when the user says so: ``$SQA_OPENAI_CACHE=0`` turns the cache off.
 
 :class:`Cost`: calls sent, calls answered from the cache, prompt and completion tokens (the
 server's ``usage``) and seconds spent waiting for the server; ``sqa eval`` records the difference
@@ -27,11 +30,16 @@ import os
 import sqlite3
 import threading
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from sqa.types import SqaError, SqaWarning
+
 CACHE_DIR = Path("cache") / "responses"
 CACHE_FILE = "responses.sqlite"
+LOCK_WAIT_S = 4.0  # seconds in all one cache object waits on locks held by other processes
+_BUSY_S = 0.5  # SQLite's own wait per statement (another sqa process's write takes milliseconds)
 
 
 @dataclass
@@ -70,10 +78,45 @@ def request_key(identity: str, endpoint: str, body: dict) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _is_lock(e: sqlite3.Error) -> bool:
+    return isinstance(e, sqlite3.OperationalError) and any(w in str(e).lower() for w in ("locked", "busy"))
+
+
+def _short_by(path: Path) -> int:
+    """Bytes an SQLite file at ``path`` lacks of the size its header states (0: whole, or unknown).
+    The header (sqlite.org/fileformat.html, section 1.3): page size at offset 16, the page count at 28,
+    valid when the change counter at 24 equals the version-valid-for number at 92. Not checked while
+    a write-ahead log holds pages (they may grow the file at the next checkpoint)."""
+    try:
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            return 0
+        with open(path, "rb") as f:
+            head = f.read(100)
+            size = os.fstat(f.fileno()).st_size
+    except OSError:
+        return 0
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\0") or head[24:28] != head[92:96]:
+        return 0
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    return max(0, page * int.from_bytes(head[28:32], "big") - size)
+
+
+def cache_unusable(path: Path, why: str) -> SqaError:
+    """The one line that stops a run whose response cache ``path`` cannot be used (``why``)."""
+    return SqaError(
+        f"the response cache {path} {why}; move it aside (mv '{path}' '{path}.bad') and run again to "
+        "start an empty cache, or set SQA_OPENAI_CACHE=0 to run without the cache"
+    )
+
+
 class ResponseCache:
     """A concurrency-safe key -> JSON store in one SQLite file (see the module doc). ``path`` None:
-    ``$SQA_HOME/cache/responses/responses.sqlite``. ``get`` and ``put`` never raise for a damaged or
-    locked file: a read that fails is a miss, a write that fails is skipped (``errors`` counts them)."""
+    ``$SQA_HOME/cache/responses/responses.sqlite``. ``get``, ``put`` and their ``_load`` kin raise
+    SqaError (one line naming the file and what to do) when the file is damaged, truncated, not a
+    regular file or unwritable, or stays locked by another process past ``LOCK_WAIT_S`` seconds in
+    all; a value that is not JSON is skipped (``errors`` counts those)."""
 
     def __init__(self, path: str | Path | None = None):
         if path is None:
@@ -82,47 +125,83 @@ class ResponseCache:
             path = sqa_home() / CACHE_DIR / CACHE_FILE
         self.path = Path(path)
         self.errors = 0
+        self.lock_waited = 0.0  # seconds waited on other processes' locks so far
         self._local = threading.local()
+        self._state = threading.Lock()
+        self._warned = False
 
-    def _conn(self) -> sqlite3.Connection | None:
+    def _conn(self) -> sqlite3.Connection:
         c = getattr(self._local, "conn", None)
-        if c is None:
-            for attempt in range(3):  # two processes creating the file at once: one waits
-                try:
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
-                    c = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-                    if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                        c.execute("PRAGMA journal_mode=WAL")
-                    c.execute(
-                        "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint TEXT, "
-                        "response TEXT NOT NULL)"
-                    )
-                    c.execute("CREATE TABLE IF NOT EXISTS loads (key TEXT PRIMARY KEY, record TEXT NOT NULL)")
-                    break
-                except sqlite3.OperationalError:
-                    c = None
-                    time.sleep(0.05 * (attempt + 1))
-                except (OSError, sqlite3.Error):
-                    c = None
-                    break
-            if c is None:
-                self.errors += 1
-                return None
-            self._local.conn = c
+        if c is not None:
+            return c
+        if os.path.lexists(self.path) and not self.path.is_file():
+            kind = "a folder" if self.path.is_dir() else "not a regular file"
+            raise cache_unusable(self.path, f"is {kind}, not an SQLite file")
+        if self.path.is_file() and (short := _short_by(self.path)):
+            raise cache_unusable(self.path, f"is truncated ({short:,} bytes short of the size its header states)")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise cache_unusable(self.path, f"cannot be created ({e.strerror or e})") from None
+
+        def connect(c):
+            c = sqlite3.connect(self.path, timeout=_BUSY_S, isolation_level=None)
+            try:
+                if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    c.execute("PRAGMA journal_mode=WAL")
+                c.execute(
+                    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, endpoint TEXT, response TEXT NOT NULL)"
+                )
+                c.execute("CREATE TABLE IF NOT EXISTS loads (key TEXT PRIMARY KEY, record TEXT NOT NULL)")
+            except BaseException:
+                c.close()
+                raise
+            return c
+
+        self._local.conn = c = self._run(connect, None)
         return c
 
-    def get(self, key: str) -> dict | None:
+    def _run(self, op, c):
+        """``op(c)``, waiting out other processes' locks (``LOCK_WAIT_S`` in all); SqaError otherwise."""
+        while True:
+            t = time.monotonic()
+            try:
+                return op(c)
+            except sqlite3.Error as e:
+                if not _is_lock(e):
+                    what = "is damaged" if type(e) is sqlite3.DatabaseError else "cannot be used"
+                    raise cache_unusable(self.path, f"{what} ({e})") from None
+                with self._state:
+                    self.lock_waited += time.monotonic() - t
+                    waited, warn, self._warned = self.lock_waited, not self._warned, True
+                if waited >= LOCK_WAIT_S:
+                    raise cache_unusable(
+                        self.path, f"stayed locked by another process for {waited:.0f} s (let it finish first)"
+                    ) from None
+                if warn:
+                    warnings.warn(
+                        f"the response cache {self.path} is locked by another process; "
+                        f"waiting for it at most {LOCK_WAIT_S:g} s in all",
+                        SqaWarning,
+                        stacklevel=2,
+                    )
+                time.sleep(0.1)
+
+    def _one(self, sql: str, key: str):
         c = self._conn()
-        if c is None:
-            return None
+        row = self._run(lambda c: c.execute(sql, (key,)).fetchone(), c)
         try:
-            row = c.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
             return json.loads(row[0]) if row else None
-        except (sqlite3.Error, ValueError):
+        except ValueError:
             self.errors += 1
             return None
 
+    def get(self, key: str) -> dict | None:
+        """The answer cached under ``key``, or None."""
+        return self._one("SELECT response FROM responses WHERE key = ?", key)
+
     def put(self, key: str, endpoint: str, response: dict) -> None:
+        """Cache ``response`` under ``key`` (the newest replaces the older)."""
         try:
             row = (key, endpoint, json.dumps(response, ensure_ascii=False))
         except (TypeError, ValueError):
@@ -132,16 +211,8 @@ class ResponseCache:
 
     def get_load(self, key: str) -> dict | None:
         """The load-time findings recorded under ``key`` (``sqa.models.served_load.load_key``), or None."""
-        c = self._conn()
-        if c is None:
-            return None
-        try:
-            row = c.execute("SELECT record FROM loads WHERE key = ?", (key,)).fetchone()
-            rec = json.loads(row[0]) if row else None
-            return rec if isinstance(rec, dict) else None
-        except (sqlite3.Error, ValueError):
-            self.errors += 1
-            return None
+        rec = self._one("SELECT record FROM loads WHERE key = ?", key)
+        return rec if isinstance(rec, dict) else None
 
     def put_load(self, key: str, record: dict) -> None:
         """Record the load-time findings under ``key`` (the newest replaces the older)."""
@@ -153,25 +224,10 @@ class ResponseCache:
         self._write("INSERT OR REPLACE INTO loads (key, record) VALUES (?, ?)", row)
 
     def _write(self, sql: str, row: tuple) -> None:
-        for attempt in range(3):  # a lock held past the busy timeout by another process: try again
-            c = self._conn()
-            if c is None:
-                return
-            try:
-                c.execute(sql, row)
-                return
-            except sqlite3.OperationalError:
-                time.sleep(0.05 * (attempt + 1))
-            except sqlite3.Error:
-                break
-        self.errors += 1
+        self._run(lambda c: c.execute(sql, row), self._conn())
 
     def __bool__(self) -> bool:  # an empty cache is still a cache
         return True
 
     def __len__(self) -> int:
-        c = self._conn()
-        try:
-            return int(c.execute("SELECT COUNT(*) FROM responses").fetchone()[0]) if c else 0
-        except sqlite3.Error:
-            return 0
+        return int(self._run(lambda c: c.execute("SELECT COUNT(*) FROM responses").fetchone()[0], self._conn()))
