@@ -7,6 +7,7 @@ the recorded one: --out bench/results/ask.json).
     python -m bench.ask --index-dir INDEX_DIR -n 10 --preset steps
     python -m bench.ask --speed-only            # just the tokens/s microbenchmark
     python -m bench.ask --index-dir INDEX_DIR --one-command 3 [--steps]   # separate `sqa ask` commands
+    python -m bench.ask --phases [-n 5]         # phase by phase beside llama.cpp (bench.ask_phases)
 
 Per question: wall seconds of the reader's ``answer_batch([q])`` after the model is loaded (before
 session 11 the first question paid for reading the static prompt heads, later ones reused them from
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         help="decomposition of the steps reader",
     )
     ap.add_argument("--speed-only", action="store_true")
+    ap.add_argument("--phases", action="store_true", help="instead: python -m bench.ask_phases (its doc)")
     ap.add_argument(
         "--one-command",
         type=int,
@@ -197,6 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     args.preset = args.preset or args.reader or "facts"
+    if args.phases:
+        from bench.ask_phases import main as phases
+
+        return phases(
+            ["-n", str(args.n), "--out", args.out] + (["--index-dir", args.index_dir] if args.index_dir else [])
+        )
 
     from sqa.paths import default_index_dir
     from sqa.pipeline import build_reader

@@ -14,7 +14,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Collection, Iterable, Iterator, Sequence
 
 from sqa.facts.sources import AnnotatedFacts, Fact, WikipediaFacts, default_annotated_facts
 from sqa.facts.prompt import QuestionFeatures, check_form, form_of_version, interleave, prompt_version, read_question
@@ -334,9 +334,11 @@ def question_features(
     select: Callable[[Question, Sequence[str]], tuple[list[Fact], list]],
     decompose: Callable[[str, str | None], list[str]] | None = None,
     form: str = "text",
+    readouts: Collection[str] | None = None,
 ) -> QuestionFeatures:
     """Decompose (when ``decompose`` is given) -> select facts -> read one question (its prompts in
-    prompt ``form``, ``sqa.facts.prompt.in_form``).
+    prompt ``form``, ``sqa.facts.prompt.in_form``; only ``readouts`` when given, as
+    ``sqa.facts.prompt.read_question`` takes them).
 
     ``select(q, steps) -> (facts, hits)`` (e.g. ``FactSelector.select``); ``decompose(question,
     exclude_qid) -> steps`` (``sqa.steps.decomposer.Decomposer``). The record's ``seconds`` gets
@@ -356,6 +358,7 @@ def question_features(
         paragraphs=[h.evidence_id for h in hits],
         paragraph_scores=[float(h.score) for h in hits],
         form=form,
+        readouts=readouts,
     )
     qf.seconds["select"] = t_sel
     if decompose is not None:

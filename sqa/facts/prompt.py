@@ -40,7 +40,7 @@ import base64
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 
@@ -214,6 +214,16 @@ def decode_state(s: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(s), dtype="<f2").astype(np.float32)
 
 
+def _readout_present(name: str, n_facts: int) -> str:
+    """The read-out that stands for ``name`` ("last": the last fact line's) when ``n_facts`` facts
+    were shown."""
+    if name == "last":
+        return f"f{n_facts}" if n_facts else "plain"
+    if name.startswith("f") and name[1:].isdigit():
+        return f"f{min(int(name[1:]), n_facts)}" if n_facts else "plain"
+    return name
+
+
 def read_question(
     model,
     question: Question | str,
@@ -224,9 +234,13 @@ def read_question(
     paragraph_scores: Sequence[float] = (),
     plain: bool = True,
     form: str = "text",
+    readouts: Collection[str] | None = None,
 ) -> QuestionFeatures:
     """Run the reader over one question: the plain prompt (if ``plain``) and the facts prompt,
-    reading out after each fact line, each prompt in ``form`` (``in_form``). ``model`` must have ``hidden_states(prompts)`` (llama.cpp and
+    reading out after each fact line, each prompt in ``form`` (``in_form``). ``readouts`` names
+    the only read-outs to take ("plain", "f1", ..., "last"; None: all of them): an ``fN`` beyond the facts
+    shown takes the last fact line's (the fallback of ``sqa.facts.head.feature_vector``), and with
+    no facts "plain", so a head gets the same numbers from two prompts as from all six. ``model`` must have ``hidden_states(prompts)`` (llama.cpp and
     transformers models give states; a served model gives None, and the record then holds log-odds only). Raises whatever the model raises (SqaError for a prompt over the
     context)."""
     text = question.question if isinstance(question, Question) else question
@@ -243,6 +257,9 @@ def read_question(
     if plain:
         prompts.append(("plain", plain_prompt(text)))
     prompts += [(f"f{i}", p) for i, p in enumerate(facts_prompts(text, [f.text for f in facts]), start=1)]
+    if readouts is not None:
+        wanted = {_readout_present(r, len(facts)) for r in readouts}
+        prompts = [(name, p) for name, p in prompts if name in wanted]
     t = time.perf_counter()
     for (name, _), (h, lo) in zip(prompts, model.hidden_states([in_form(p, form) for _, p in prompts])):
         if h is not None:  # a served model (sqa.models.openai) gives log-odds only

@@ -142,7 +142,15 @@ class FactsReader:
             qf = QuestionFeatures.from_dict(rec)
             qf.seconds = {"cached": 1.0, **qf.seconds}
             return qf
-        return question_features(self.model, q, self._select, self.decomposer, self.prompt_form)
+        return question_features(self.model, q, self._select, self.decomposer, self.prompt_form, readouts=self.readouts)
+
+    @property
+    def readouts(self) -> set[str]:
+        """The read-outs an answer uses: the head's states and log-odds, or zero-shot the last
+        fact line's (with facts) and "plain"; the other prompts are not read."""
+        if self.head is not None:
+            return set(self.head.spec.states) | set(self.head.spec.log_odds) | {"plain"}
+        return {"plain", "last"} if self.reads_facts else {"plain"}
 
     def answer_features(self, q: Question, qf: QuestionFeatures) -> ReasoningResult:
         """The answer of one question from its features: the head's P(yes), or zero-shot the

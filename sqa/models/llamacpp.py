@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -23,7 +22,7 @@ import numpy as np
 
 from sqa.models.base import ModelBase, check_complete_args
 from sqa.models.chat import gguf_chat_template
-from sqa.models.threads import ThreadTuner
+from sqa.models.threads import ThreadCounts
 from sqa.models.registry import recheck_after_nonfinite
 from sqa.types import Generation, ModelCapabilities, Prompt, SqaError
 
@@ -41,7 +40,9 @@ class LlamaCppModel(ModelBase):
     measurement (``ThreadTuner``): on a CPU shared with other jobs, llama.cpp's threads spin at
     every barrier while one of them is descheduled, and one thread generated 9x faster than two
     (measured here at load average 7: 4.6 vs 0.5 tokens/s), while on an idle machine two threads
-    are faster. ``chat_template``: a Jinja file rendering ``ChatPrompt`` s instead of the file's own.
+    are faster. With "auto", prompt reads of ``sqa.models.threads.READ_TUNED_TOKENS`` tokens or more pick theirs the
+    same way, by seconds per token (on a loaded machine one thread read as fast as two).
+    ``chat_template``: a Jinja file rendering ``ChatPrompt`` s instead of the file's own.
     Raises SqaError when the file cannot be loaded, BadInput for a chat template that does not work.
     """
 
@@ -96,12 +97,8 @@ class LlamaCppModel(ModelBase):
         cp.n_threads_batch = n_threads
         cp.no_perf = True
         self.ctx = L.LlamaContext(self.model, cp)
-        self.n_threads = self._cur_threads = n_threads
-        self._tuner = ThreadTuner(
-            sorted({1, max(1, n_threads // 2), n_threads}, reverse=True)
-            if n_threads_generate == "auto"
-            else [int(n_threads_generate)]
-        )
+        self.n_threads = n_threads
+        self._threads = ThreadCounts(self.ctx.set_n_threads, n_threads, n_threads_generate)
         sp = L.LlamaSamplerChainParams()
         sp.no_perf = True
         self._greedy = L.LlamaSampler(sp)
@@ -198,6 +195,10 @@ class LlamaCppModel(ModelBase):
                     c.clear()
 
     def _decode(self, tokens: list[int], pos0: int, slot: int) -> None:
+        with self._threads.read(len(tokens)):
+            self._decode_batches(tokens, pos0, slot)
+
+    def _decode_batches(self, tokens: list[int], pos0: int, slot: int) -> None:
         L = self._L
         for i in range(0, len(tokens), self.n_batch):
             chunk = tokens[i : i + self.n_batch]
@@ -303,13 +304,8 @@ class LlamaCppModel(ModelBase):
                 # the stop string's tokens are not kept in the cache: the slot holds the prompt plus
                 # the tokens generated before this one
                 return text, tuple(pieces), tuple(lps)
-            nt = self._tuner.pick()
-            if nt != self._cur_threads:
-                self.ctx.set_n_threads(nt, self.n_threads)
-                self._cur_threads = nt
-            t = time.perf_counter()
-            self._decode([tok], pos, slot)
-            self._tuner.record(nt, time.perf_counter() - t)
+            with self._threads.token():
+                self._decode([tok], pos, slot)
             self._slots[slot].append(tok)
             pos += 1
             self.stats["generated_tokens"] += 1
@@ -330,20 +326,25 @@ class LlamaCppModel(ModelBase):
         shape ``(n_embd,)``, float32) and the yes/no log-odds of the next token,
         ``log P(Yes) - log P(No)`` summed over the spellings of ``yes_probability``.
 
-        llama.cpp's logits are not valid in embeddings mode (seen with cyllama 0.2.18), so the
-        log-odds come from re-reading the last token with embeddings off (one token: the rest of
-        the prompt is in the KV cache)."""
+        The prompt is read with embeddings off (only its last token is an output), which gives the
+        log-odds; the hidden state comes from re-reading that last token in embeddings mode (one
+        token: the rest of the prompt is in the KV cache). llama.cpp's logits are not valid in
+        embeddings mode (cyllama 0.2.18), and there every token of the batch is an output, which
+        made reading a 120-token prompt that way about a third slower (bench/results/ask.json, "phases")."""
         out = []
         for p in prompts:
             tokens = self.tokenize(self.template.render(p))
+            self._prepare(tokens)
+            logits = self._last_logits()
             self.ctx.set_embeddings_mode(True)
             try:
-                self._prepare(tokens)
+                self._prepare(tokens)  # re-reads the last token only
                 h = np.array(self.ctx.get_embeddings_ith(-1), dtype=np.float32)
             finally:
                 self.ctx.set_embeddings_mode(False)
-            self._prepare(tokens)  # re-reads the last token only
-            out.append((h, _yes_log_odds(self._last_logits(also=h), self._yes_ids, self._no_ids)))
+            if not np.isfinite(h).all():
+                self._last_logits(also=h)  # raises, naming the file, after checking it
+            out.append((h, _yes_log_odds(logits, self._yes_ids, self._no_ids)))
         return out
 
     def warm_prefixes(self, texts: Sequence[str], cache_dir: str | Path) -> list[str]:

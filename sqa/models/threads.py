@@ -1,9 +1,11 @@
-"""``ThreadTuner``: the thread count of llama.cpp's one-token decodes, chosen by measured speed
-(``sqa.models.llamacpp``)."""
+"""``ThreadTuner``: a thread count chosen by measured speed; ``ThreadCounts``: those of llama.cpp's
+one-token decodes and prompt reads (``sqa.models.llamacpp``)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
 
 
 class ThreadTuner:
@@ -44,3 +46,56 @@ class ThreadTuner:
         self.seen[choice] = self.seen.get(choice, 0) + 1
         old = self.ema.get(choice)
         self.ema[choice] = seconds if old is None else (1 - self.alpha) * old + self.alpha * seconds
+
+
+READ_TUNED_TOKENS = 32  # prompt reads at least this long pick their thread count by measurement
+UNCONTENDED = 0.85  # a read whose threads ran this share of its wall time had the CPUs to itself
+
+
+class ThreadCounts:
+    """The two thread counts of one llama.cpp context, each picked by a ``ThreadTuner``: one-token
+    decodes (generation; timed per decode) and prompt reads of ``READ_TUNED_TOKENS`` tokens or more
+    (timed per token read; tuned only while other jobs take the CPUs, see ``read``). ``set_threads(one_token, batch)`` applies a pair (llama.cpp's
+    ``n_threads`` and ``n_threads_batch``). ``auto`` False keeps ``n_threads`` for reads and
+    ``generate`` threads for decodes."""
+
+    def __init__(self, set_threads: Callable[[int, int], None], n_threads: int, generate: int | str = "auto"):
+        choices = sorted({1, max(1, n_threads // 2), n_threads}, reverse=True)
+        auto = generate == "auto"
+        self.token_tuner = ThreadTuner(choices if auto else [int(generate)])
+        # one timed read a question (the facts prompt): one probe each, re-timed every 24 reads
+        self.read_tuner = ThreadTuner(choices if auto else [n_threads], probe=1, explore_every=24)
+        self._set = set_threads
+        self.current = (n_threads, n_threads)
+        self.contended = False
+
+    def _apply(self, pair: tuple[int, int]) -> None:
+        if pair != self.current:
+            self._set(*pair)
+            self.current = pair
+
+    @contextmanager
+    def token(self) -> Iterator[None]:
+        """Around one one-token decode: its thread count picked, its seconds recorded."""
+        n = self.token_tuner.pick()
+        self._apply((n, self.current[1]))
+        t = time.perf_counter()
+        yield
+        self.token_tuner.record(n, time.perf_counter() - t)
+
+    @contextmanager
+    def read(self, n_tokens: int) -> Iterator[None]:
+        """Around reading ``n_tokens`` prompt tokens. At ``READ_TUNED_TOKENS`` or more: all threads
+        while the last such read had its CPUs to itself (process CPU seconds at least
+        ``UNCONTENDED`` of threads x wall seconds), else the count the read tuner picks; the seconds
+        per token are recorded. Shorter reads keep the current count."""
+        if n_tokens < READ_TUNED_TOKENS:
+            yield
+            return
+        n = self.read_tuner.pick() if self.contended else max(self.read_tuner.choices)
+        self._apply((self.current[0], n))
+        t, cpu = time.perf_counter(), time.process_time()
+        yield
+        wall = time.perf_counter() - t
+        self.read_tuner.record(n, wall / n_tokens)
+        self.contended = time.process_time() - cpu < UNCONTENDED * n * wall
