@@ -578,3 +578,39 @@ def test_fixed_prompt_heads_are_kept_between_processes_and_read_the_same(tmp_pat
         f.write_bytes(b"not a llama.cpp state file")
     again = load_model("qwen2.5-coder-0.5b", n_ctx=2048)
     assert again.warm_prefixes([plain_prefix(), facts_prefix()], tmp_path) == ["read", "read"]
+
+
+def test_an_answer_reads_only_the_prompts_its_head_uses_and_gets_the_same_p_yes(gold_index):
+    """The facts reader reads the plain prompt and the last fact line's (what the head "plain+f5"
+    uses), not the six of a features file, and the head's P(yes) is what all six reads give it;
+    a head asking for f9 with 5 facts shown reads f5 (``feature_vector``'s fallback), and
+    zero-shot reads plain and the last fact line."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from helpers import StateModel
+
+    from sqa.facts.head import scalar_features
+    from sqa.facts.prompt import read_question
+    from sqa.facts.reader import FactsReader
+    from sqa.retriever.steps import StepRetriever
+
+    q = load_questions("dev")[0]
+    for reads in (("plain", "f5"), ("plain", "f9")):
+        spec = FeatureSpec(reads, reads, ("top_paragraph_score",))
+        coef = np.random.default_rng(0).normal(size=2 * 16 + 3).astype(np.float32)
+        head = AnswerHead(spec, coef, 0.1, "fake-states", None, {"facts": {"wiki": 3, "train": 2}})
+        m = StateModel()
+        fr = FactsReader(m, head, StepRetriever(gold_index))
+        r = fr.answer_batch([q])[0]
+        facts, hits = fr._select(q)
+        assert len(facts) == 5 and [f.text for f in facts] == [f["text"] for f in r.facts]
+        shown = facts_prompts(q.question, [f.text for f in facts])
+        assert sorted(m.reads) == sorted([plain_prompt(q.question), shown[-1]])
+        full = read_question(StateModel(), q, facts, paragraph_scores=[h.score for h in hits])  # all six
+        assert set(full.log_odds) == {"plain", "f1", "f2", "f3", "f4", "f5"}
+        x = feature_vector(spec, full.states, full.log_odds, scalar_features(full))
+        assert r.p_yes == pytest.approx(float(head.p_yes(x)), abs=1e-6)
+    m = StateModel()
+    FactsReader(m, None, StepRetriever(gold_index)).answer_batch([q])
+    assert len(m.reads) == 2 and plain_prompt(q.question) in m.reads
