@@ -1,7 +1,7 @@
 """The ``sqa`` console command: a thin layer that parses options, calls the packages and prints.
 
-Subcommands: ``index``, ``search``, ``ask``, ``eval`` (each in its own module here). Every
-subcommand takes ``--index-dir`` and ``--backend``. ``main`` is the one error boundary: a usage
+Subcommands: ``index``, ``search``, ``ask``, ``eval``, ``compare``, ``heads``, ``features`` (each in
+its own module here). ``main`` is the one error boundary: a usage
 error, a ``SqaError`` or an OSError / ValueError / EOFError / library error that bad input can cause
 becomes one line on stderr (``error: ...``, see :mod:`sqa.cli.errors`) and exit code 2; Ctrl-C exits
 with 130 after the command has saved what it finished; ``SqaWarning`` is one ``warning:`` line.
@@ -52,15 +52,23 @@ def _print_traceback() -> None:
     print(redact(traceback.format_exc()), end="", file=sys.stderr)
 
 
+def click_command():
+    """The click group ``sqa`` runs, its --help tidied (``sqa.render.help.tidy_help``)."""
+    import typer.main
+
+    from sqa.render.help import tidy_help
+
+    _register()
+    return tidy_help(typer.main.get_command(app))
+
+
 def _run(argv: list[str] | None) -> int:
     """Parse ``argv`` and run the command, raising whatever it raises (no exception translation:
     click's own ``main`` would turn EOFError into Abort and print a blank line)."""
-    import typer.main
-
     from sqa.cli.errors import click_classes
 
     cls = click_classes()
-    cmd = typer.main.get_command(app)
+    cmd = click_command()
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         with cmd.make_context("sqa", args) as ctx:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,22 +15,22 @@ from sqa.paths import default_index_dir
 from sqa.presets import preset_from_flags as choose_preset  # noqa: F401  (the flags' preset)
 
 HELP = {
-    "index_dir": "Index directory (default: $SQA_HOME/index, i.e. ~/.cache/sqa/index).",
-    "backend": "embedded (tantivy, a directory on disk) or elasticsearch (SQA_ES_URL).",
-    "base_url": "With --model openai:NAME: the OpenAI-compatible server (vLLM, SGLang, llama.cpp's server, Ollama), e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL, else that); give it more than once to spread requests over several servers. The key comes from $SQA_OPENAI_API_KEY or $OPENAI_API_KEY.",
-    "api": "With --model openai:NAME: the endpoint: chat (/v1/chat/completions, the server's chat template), completions (/v1/completions) or auto (probe the server; docs/served.md).",
-    "alias": "With --model openai:NAME: accept answers whose `model` field names another model than asked for (stopped otherwise).",
-    "chat_template": "A Jinja chat template file (or a tokenizer_config.json holding one) that renders the steps reader's chat prompts instead of the model's own (a .gguf file's tokenizer.chat_template, else ChatML); for a served model, its prompts over /v1/completions.",
-    "apply_chat_template": "The facts reader reads its prompts in the model's own chat template (one user turn), as a model served over --api chat does; answered by a head fitted on that form, else zero-shot.",
-    "prefill": "The steps reader continues its transcript in the open assistant message (--prefill, where the model can), or reads it in turns, each answer a new message asked for by a user turn (--no-prefill), as it reads a chat server that cannot continue a message (llama-cpp-python's); to compare in-process with such a server.",
-    "method": "A method instead of a preset (docs/methods.md): "
+    "index_dir": "Index folder (default: $SQA_HOME/index, i.e. ~/.cache/sqa/index).",
+    "backend": "embedded (default) or elasticsearch. embedded: tantivy, a folder on disk; elasticsearch: at $SQA_ES_URL.",
+    "base_url": "The server(s) of --model openai:NAME. With --model openai:NAME: the OpenAI-compatible server (vLLM, SGLang, llama.cpp's server, Ollama), e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL, else that); give it more than once to spread requests over several servers. The key comes from $SQA_OPENAI_API_KEY or $OPENAI_API_KEY.",
+    "api": "chat, completions or auto (default). With --model openai:NAME: the endpoint: chat (/v1/chat/completions, the server's chat template), completions (/v1/completions) or auto (probe the server; docs/served.md).",
+    "alias": "Accept answers under another model's name. With --model openai:NAME: accept answers whose `model` field names another model than asked for (stopped otherwise).",
+    "chat_template": "A Jinja chat template file for chat prompts. A Jinja chat template file (or a tokenizer_config.json holding one) that renders the steps reader's chat prompts instead of the model's own (a .gguf file's tokenizer.chat_template, else ChatML); for a served model, its prompts over /v1/completions.",
+    "apply_chat_template": "The facts reader reads in the chat template. The facts reader reads its prompts in the model's own chat template (one user turn), as a model served over --api chat does; answered by a head fitted on that form, else zero-shot.",
+    "prefill": "Steps reader: continue the assistant turn (default) or not. The steps reader continues its transcript in the open assistant message (--prefill, where the model can), or reads it in turns, each answer a new message asked for by a user turn (--no-prefill), as it reads a chat server that cannot continue a message (llama-cpp-python's); to compare in-process with such a server.",
+    "method": "A method instead of a preset (docs/methods.md). One of: "
     + ", ".join(METHODS)
     + ", or module:Class for your own; eval takes several, comma-separated, compared on the same questions.",
-    "prompt": "With --method: the method's prompt variant (docs/methods.md; the first listed there is the default).",
-    "answer_rule": "With --method: answer-is (first yes/no after 'the answer is'), answer-is-else-no (DRAGIN's) or forced (P(yes) after 'So the answer is').",
-    "samples": "With --method: sampled chains of thought of self-consistency (default 5).",
-    "set": "With --method: another setting as KEY=VALUE (temperature, iterations (T), theta, max_steps, max_tokens, seed); repeatable.",
-    "preset": "A shipped reader configuration (sqa/presets.py): facts (default), no-retrieval, oracle-facts, oracle-paragraphs, steps. --reader/--no-retrieval/--oracle map onto these.",
+    "prompt": "The method's prompt variant. With --method: the method's prompt variant (docs/methods.md; the first listed there is the default).",
+    "answer_rule": "answer-is, answer-is-else-no or forced. With --method: answer-is (first yes/no after 'the answer is'), answer-is-else-no (DRAGIN's) or forced (P(yes) after 'So the answer is').",
+    "samples": "Self-consistency samples (default 5). With --method: sampled chains of thought of self-consistency (default 5).",
+    "set": "Another method setting, KEY=VALUE. With --method: another setting as KEY=VALUE (temperature, iterations (T), theta, max_steps, max_tokens, seed); repeatable.",
+    "preset": "facts (default), no-retrieval, oracle-*, steps. A shipped reader configuration (sqa/presets.py): facts (default), no-retrieval, oracle-facts, oracle-paragraphs, steps. --reader/--no-retrieval/--oracle map onto these.",
 }
 
 
@@ -38,22 +39,28 @@ PANEL_OF = {n: p.split(":")[0].strip() for p in PANELS.split(";") for n in p.spl
 
 
 def opt(*names: str, key: str | None = None, **kw):
-    """``typer.Option(*names)`` with its help from ``HELP[key]`` (or ``help=``), no default shown unless asked,
+    """``typer.Option(*names)`` whose --help shows the first sentence of ``HELP[key]`` (or ``help=``; the
+    whole text: ``FULL_HELP``, docs/cli.md), no default shown unless asked,
     in its help panel (``PANELS``, else Basics); the retired --reader/--oracle/--retrieval are hidden, still accepted."""
     kw.setdefault("show_default", False)
     kw.setdefault("rich_help_panel", PANEL_OF.get(names[0], "Basics"))
     kw.setdefault("hidden", names[0] in ("--reader", "--oracle", "--retrieval/--no-retrieval"))
-    return typer.Option(*names, help=kw.pop("help", None) or HELP[key], **kw)
+    full = kw.pop("help", None) or HELP[key]
+    FULL_HELP[names[0], short := re.split(r"(?<!e\.g\.)(?<!i\.e\.)(?<=\.)\s", full, maxsplit=1)[0]] = full
+    return typer.Option(*names, help=short, **kw)
+
+
+FULL_HELP: dict[tuple[str, str], str] = {}  # (option, the first sentence --help shows) -> the whole text (docs/cli.md)
 
 
 IndexDirOpt = Annotated[Optional[Path], opt("--index-dir", key="index_dir")]
-BackendOpt = Annotated[str, opt("--backend", key="backend", show_default=True)]
+BackendOpt = Annotated[str, opt("--backend", key="backend")]
 BaseUrlOpt = Annotated[Optional[list[str]], opt("--base-url", key="base_url")]
-ApiOpt = Annotated[str, opt("--api", key="api", show_default=True)]
+ApiOpt = Annotated[str, opt("--api", key="api")]
 AliasOpt = Annotated[bool, opt("--allow-model-alias", key="alias", show_default=True)]
 ChatTemplateOpt = Annotated[Optional[Path], opt("--chat-template", key="chat_template")]
 ApplyChatTemplateOpt = Annotated[bool, opt("--apply-chat-template", key="apply_chat_template", show_default=True)]
-PrefillOpt = Annotated[bool, opt("--prefill/--no-prefill", key="prefill", show_default=True)]
+PrefillOpt = Annotated[bool, opt("--prefill/--no-prefill", key="prefill")]
 PresetOpt = Annotated[Optional[str], opt("--preset", key="preset")]
 MethodOpt = Annotated[Optional[str], opt("--method", key="method")]
 PromptOpt = Annotated[Optional[str], opt("--prompt", key="prompt")]

@@ -29,6 +29,7 @@ from sqa.cli.common import (
     served_options,
 )
 from sqa.cli.eval_retrieval import eval_retrieval_command
+from sqa.render.help import EVAL_HELP as HELP
 from sqa.types import SqaError
 
 eval_app = typer.Typer(
@@ -40,28 +41,6 @@ eval_app = typer.Typer(
 )
 app.add_typer(eval_app, name="eval")
 
-HELP = {
-    "split": "train (2,290) | dev (229) | train-2061 | all (train + test) | test (490, predictions only). With the facts reader, train / train-2061 / all are answered out-of-fold (5 term-grouped folds) and the run also writes the model's answer heads to $SQA_HOME/heads. Default: dev.",
-    "protocol": "A named question set instead of --split: dev-229 | train-first-500 | train-first-1000 | train-2290 (the release's order; train ones answered out-of-fold by the facts reader; see docs/protocols.md). Recorded in run.json.",
-    "limit": "Only the first N questions of the split.",
-    "out": "Run directory (default: ./runs/eval/SPLIT-DECOMPOSITION-MODEL). The same directory resumes the run.",
-    "decomposition": "predicted (decomposer) | gold (annotated steps) | question (one step). Default: question for --reader facts, predicted for --reader steps.",
-    "reader": "facts (default: a few selected facts, trained answer head) | steps (preset steps).",
-    "oracle": "Diagnostic upper bound, never a default: facts (the question's annotated facts) | paragraphs (its annotated evidence paragraphs). Refused on test.",
-    "head": "Answer head file (default: the one `sqa eval --split train --model M` wrote for --model, else the shipped one). Not with train / train-2061 / all, which are answered out-of-fold.",
-    "dataset": "Evaluate any question file in StrategyQA's format (.json list, .jsonl, or a local `datasets` directory) instead of --split; Recall@10/SARI only where annotated.",
-    "features_cache": "A features file (JSON lines of the facts reader's records) made with the same model and settings: questions in it are not read again.",
-    "model": "Model name, .gguf path, openai:NAME (served, see --base-url) or Hugging Face checkpoint (default: qwen2.5-coder-1.5b).",
-    "k": "Paragraphs retrieved per step (top-k; default 10, a --method's own default otherwise).",
-    "batch_size": "Questions per reader.answer_batch call (GPU: run in lockstep). Each answered question is fsync'd to traces.jsonl at once.",
-    "folds": "Cross-fitting folds for few-shot examples on train / train-2061 / all.",
-    "retrieval": "--no-retrieval: the same model and prompts without evidence (preset no-retrieval).",
-    "strict": "Stop at the first bad --dataset entry instead of skipping and counting it.",
-    "replace_heads": "With --split train / train-2061 / all: remove the model's other heads of yours, so the new one answers (by default it is written beside them and the head fitted on the most questions answers).",
-    "predictions": "Leaderboard predictions JSON {qid: {answer, decomposition, paragraphs}}.",
-    "score_split": "Gold split to score against (default: the smallest of dev, train-2061, train holding every predicted qid).",
-    "answering": "auto (train splits and questions a head was fitted on out-of-fold, others by the held-out head, zero-shot without one), or head / out-of-fold to require that; recorded in run.json.",
-}
 Str, P = Optional[str], Optional[Path]
 # the options sqa.evaluate takes as they are
 RUN_OPTIONS = ("out", "limit", "protocol", "batch_size", "folds", "decomposition", "features_cache", "strict")
@@ -73,7 +52,7 @@ def eval_command(
     ctx: typer.Context,
     split: Annotated[Str, opt("--split", help=HELP["split"])] = None,
     protocol: Annotated[Str, opt("--protocol", help=HELP["protocol"])] = None,
-    limit: Annotated[Optional[int], opt("--limit", help=HELP["limit"], show_default=True)] = None,
+    limit: Annotated[Optional[int], opt("--limit", help=HELP["limit"])] = None,
     out: Annotated[P, opt("--out", help=HELP["out"])] = None,
     decomposition: Annotated[Str, opt("--decomposition", help=HELP["decomposition"])] = None,
     preset: PresetOpt = None,
@@ -84,20 +63,20 @@ def eval_command(
     features_cache: Annotated[P, opt("--features-cache", help=HELP["features_cache"])] = None,
     model: Annotated[Str, opt("--model", help=HELP["model"])] = None,
     k: Annotated[Optional[int], opt("-k", "--k", help=HELP["k"])] = None,
-    batch_size: Annotated[int, opt("--batch-size", help=HELP["batch_size"], show_default=True)] = 32,
-    folds: Annotated[int, opt("--folds", help=HELP["folds"], show_default=True)] = 5,
+    batch_size: Annotated[int, opt("--batch-size", help=HELP["batch_size"])] = 32,
+    folds: Annotated[int, opt("--folds", help=HELP["folds"])] = 5,
     retrieval: Annotated[Optional[bool], opt("--retrieval/--no-retrieval", help=HELP["retrieval"])] = None,
     index_dir: IndexDirOpt = None,
     backend: BackendOpt = "embedded",
-    strict: Annotated[bool, opt("--strict", help=HELP["strict"], show_default=True)] = False,
+    strict: Annotated[bool, opt("--strict", help=HELP["strict"])] = False,
     base_url: BaseUrlOpt = None,
     api: ApiOpt = "auto",
     allow_model_alias: AliasOpt = False,
-    replace_heads: Annotated[bool, opt("--replace-heads", help=HELP["replace_heads"], show_default=True)] = False,
+    replace_heads: Annotated[bool, opt("--replace-heads", help=HELP["replace_heads"])] = False,
     chat_template: ChatTemplateOpt = None,
     apply_chat_template: ApplyChatTemplateOpt = False,
     prefill: PrefillOpt = True,
-    answering: Annotated[str, opt("--answering", help=HELP["answering"], show_default=True)] = "auto",
+    answering: Annotated[str, opt("--answering", help=HELP["answering"])] = "auto",
     method: c.MethodOpt = None,
     prompt: c.PromptOpt = None,
     answer_rule: c.AnswerRuleOpt = None,
