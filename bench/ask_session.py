@@ -94,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     common = [*(["--model", a.model] if a.model else []), *(["--index-dir", a.index_dir] if a.index_dir else [])]
     apart = separate(questions, common)
     together = session(questions, common)
-    pairs = list(zip([r["answer"] for r in apart["rows"]], together["answers"]))
+    pairs = [  # the JSON objects without their timings, which differ from run to run
+        tuple({k: v for k, v in d.items() if k != "timings"} for d in pair)
+        for pair in zip([r["answer"] for r in apart["rows"]], together["answers"])
+    ]
     sep_total = sum(r["seconds"] for r in apart["rows"])
     out = {
         "command": f"python -m bench.ask_session -n {a.n}" + "".join(f" {x}" for x in common),

@@ -251,3 +251,13 @@ def pytest_sessionfinish(session, exitstatus):
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None and tr.stats.get("skipped"):
             session.exitstatus = 1
+
+
+@pytest.fixture(scope="session")
+def mini_index(tmp_path_factory):
+    """The mini preset (159,930 paragraphs) built in a fresh temporary folder (~10-15 s), once a session."""
+    from sqa.cli import main
+
+    d = tmp_path_factory.mktemp("elsewhere") / "some" / "index"
+    assert main(["index", "--corpus", "mini", "--index-dir", str(d)]) == 0
+    return d

@@ -23,7 +23,9 @@ def scripted(monkeypatch):
 
 def _check_shape(obj: dict, question: str) -> None:
     keys = {"question", "decomposition", "answer", "confidence", "paragraphs", "p_yes", "calibrated", "prefill"}
+    keys |= {"model", "readings", "timings"}  # what the text shows: the model, its own readings, the seconds
     assert set(obj) == keys and obj["prefill"] is True  # the steps reader continued its transcript
+    assert obj["timings"]["total"] >= 0 and all(0 <= p <= 1 for p in obj["readings"].values())
     assert obj["question"] == question
     assert isinstance(obj["answer"], bool) and 0.0 <= obj["confidence"] <= 1.0
     assert obj["confidence"] >= 0.5  # confidence is P(the given answer)
@@ -72,6 +74,7 @@ def test_ask_steps_averages_three_readings(gold_index, scripted, capsys):
     rc = _ask_steps(gold_index, "--json")
     obj = json.loads(capsys.readouterr().out)
     assert obj["answer"] is False and obj["confidence"] == pytest.approx(1 - p, abs=1e-6)
+    assert obj["readings"] == pytest.approx({"transcript": 0.9, "direct": 0.2, "plain": 0.2}, abs=1e-6)
     assert obj["calibrated"] is False
 
 

@@ -56,7 +56,12 @@ def _ask(args: list, capsys, stdin: str | None = None, monkeypatch=None) -> str:
 
 def _separate(questions, common: list, capsys) -> list[dict]:
     """Each question asked by its own ``sqa ask QUESTION --json COMMON`` (its own reader and model)."""
-    return [json.loads(_ask(["ask", q, "--json", *common], capsys)) for q in questions]
+    return [_untimed(json.loads(_ask(["ask", q, "--json", *common], capsys))) for q in questions]
+
+
+def _untimed(obj: dict) -> dict:
+    """``sqa ask --json``'s object without its ``timings`` (seconds differ from run to run)."""
+    return {k: v for k, v in obj.items() if k != "timings"}
 
 
 def test_piped_questions_are_answered_as_separate_asks_with_one_model_load(gold_index, states, capsys, monkeypatch):
@@ -69,7 +74,7 @@ def test_piped_questions_are_answered_as_separate_asks_with_one_model_load(gold_
     out = _ask(["ask", "-", "--json", *common], capsys, piped, monkeypatch)
     lines = out.splitlines()
     assert len(lines) == 4 and len(states) == 5  # JSON Lines, and the session loaded the model once
-    session = [json.loads(x) for x in lines]
+    session = [_untimed(json.loads(x)) for x in lines]
     assert session == apart  # answer, P(yes), facts, paragraphs: all identical
     assert [a["question"] for a in session] == QUESTIONS
     assert len({a["p_yes"] for a in session}) == 4  # four different answers, not one repeated
@@ -94,7 +99,7 @@ def test_a_file_redirected_by_the_shell(gold_index, states, capsys, tmp_path):
     cmd = f'"{sys.executable}" -c "$FS" ask - --json {" ".join(common)} < questions.txt'
     r = subprocess.run(cmd, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert [json.loads(x) for x in r.stdout.splitlines()] == apart
+    assert [_untimed(json.loads(x)) for x in r.stdout.splitlines()] == apart
 
 
 def test_a_method_in_a_session_over_a_served_model(capsys, monkeypatch):
@@ -177,7 +182,7 @@ def test_interactive_prompt_through_a_pseudo_terminal(gold_index, states, capsys
             os.waitpid(pid, 0)
         os.close(fd)
     assert os.waitstatus_to_exitcode(status) == 0, text[-3000:]
-    answers = [json.loads(x) for x in re.findall(r'\{"question".*\}', text)]
+    answers = [_untimed(json.loads(x)) for x in re.findall(r'\{"question".*\}', text)]
     assert answers == apart, text[-3000:]  # the cancelled question printed nothing
     assert text.count("cancelled") == 1 and "Traceback" not in text
 

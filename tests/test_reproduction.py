@@ -62,16 +62,6 @@ def test_an_old_steps_run_regenerates_its_outputs_from_its_traces(tmp_path):
         assert summary.metrics[name] == pytest.approx(recorded[name], abs=1e-12), name
 
 
-@pytest.fixture(scope="module")
-def mini_index(tmp_path_factory):
-    """The mini preset (159,930 paragraphs) built in a fresh temporary folder (~10 s)."""
-    from sqa.cli import main
-
-    d = tmp_path_factory.mktemp("elsewhere") / "some" / "index"
-    assert main(["index", "--corpus", "mini", "--index-dir", str(d)]) == 0
-    return d
-
-
 def test_a_recorded_run_copied_elsewhere_resumes_without_recomputing(
     tmp_path, mini_index, gold_index, monkeypatch, capsys
 ):

@@ -64,10 +64,14 @@ class Asked:
     def to_json(self) -> dict:
         """The ``sqa ask --json`` object: ``ReasoningResult.to_ask_json()`` ({"question",
         "decomposition": [{"step", "answer", "evidence", "facts"?}], "answer", "confidence",
-        "paragraphs", ...}), the served model's details, the facts reader's ``prompt_form`` or the
+        "paragraphs", ...}), ``model``, the model's own ``readings`` (P(yes) of the plain and the
+        facts prompt) and ``timings`` (seconds by phase and "total"), the served model's details, the facts reader's ``prompt_form`` or the
         steps reader's ``prefill`` and, when a head answered, ``head_fitted_on`` (and, for a served
         model, ``head_identity_checked``: ``sqa.facts.heads.head_identity_checked``)."""
-        obj = {**self.result.to_ask_json(), **self.server}
+        obj = {**self.result.to_ask_json(), "model": self.model, **self.server}
+        if self.result.signals:  # the model's own P(yes) behind the answer, as the text shows them
+            obj["readings"] = dict(self.result.signals)
+        obj["timings"] = dict(self.result.timings)  # seconds, as the text's "(1.9 s, ...)"
         if self.prompt_form:  # how the facts reader's prompts were read: as text, or in the chat template
             obj["prompt_form"] = self.prompt_form
         if self.prefill is not None:  # how the steps reader's transcript was read: continued, or in turns
