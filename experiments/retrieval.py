@@ -52,8 +52,8 @@ REFERENCE_LUCENE_MINI_DEV = {
 def _row(m: dict) -> dict:
     return {
         "Recall@10": round(m["Recall@10"], 4),
-        "ms_per_question": round(1000 * m["seconds"] / m["count"], 2),
-        "count": m["count"],
+        "ms_per_question": round(1000 * m["seconds"] / m["n"], 2),
+        "count": m["n"],
     }
 
 

@@ -328,3 +328,25 @@ def test_search_many_answers_each_query_as_search_does(gold_index):
         index.search_many("Aristotle")
     with pytest.raises(sqa.BadInput, match=r"queries\[1\] is empty"):
         index.search_many(["Aristotle", " "])
+
+
+def test_the_literal_names_are_the_presets_methods_and_splits_sqa_takes():
+    """``sqa.types.PresetName``, ``MethodName`` and ``SplitName`` (what an editor completes in
+    ``sqa.Reader(preset=...)``, ``method=`` and ``sqa.evaluate(split=...)``) list exactly the
+    names sqa accepts."""
+    import typing
+
+    from sqa.methods.registry import METHODS
+    from sqa.presets import PRESETS
+    from sqa.strategyqa import SPLITS
+    from sqa.types import MethodName, PresetName, SplitName
+
+    assert set(typing.get_args(PresetName)) == set(PRESETS)
+    assert set(typing.get_args(MethodName)) == set(METHODS)
+    assert set(typing.get_args(SplitName)) == set(SPLITS)
+    import sqa.api.evaluate
+    import sqa.api.reader
+
+    reader, evaluate = sqa.api.reader.Reader.__init__.__annotations__, sqa.api.evaluate.evaluate.__annotations__
+    assert "PresetName" in reader["preset"] and "MethodName" in reader["method"]
+    assert "SplitName" in evaluate["split"] and "MethodName" in evaluate["method"]

@@ -38,7 +38,7 @@ def test_score_all_no_on_train_gives_the_majority_accuracy(tmp_path, capsys):
 
     assert main(["eval", "score", str(path), "--split", "train", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert got == {"split": "train", "Accuracy": pytest.approx(want), "count": 2290}
+    assert got == {"split": "train", "Accuracy": pytest.approx(want), "n": 2290}
     assert 0.5 < want < 0.6  # StrategyQA train: 1,219 of 2,290 answers are "no"
 
     assert main(["eval", "score", str(path)]) == 0  # split inferred: the train qids are not all in dev / train-2061
@@ -60,7 +60,7 @@ def test_score_errors_are_one_line(tmp_path, capsys):
     assert "no prediction for 219 of 229" in capsys.readouterr().err
     assert main(["eval", "score", str(partial), "--split", "dev", "--allow-missing", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert got["count"] == 10 and got["Accuracy"] == pytest.approx(sum(q.answer for q in dev[:10]) / 10)
+    assert got["n"] == 10 and got["Accuracy"] == pytest.approx(sum(q.answer for q in dev[:10]) / 10)
 
     test = tmp_path / "test.json"
     test.write_text(json.dumps({q.qid: {"answer": True} for q in load_questions("test")[:3]}))

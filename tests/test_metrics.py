@@ -116,15 +116,15 @@ def test_leaderboard_roundtrip_and_score(tmp_path):
     assert scores["Accuracy"] == 0.5  # Albany is False (right), ASL is True (wrong)
     assert scores["Recall@10"] == pytest.approx(0.75)
     assert scores["SARI"] == pytest.approx((1.0 + decomposition_sari(ASL.question, [], ASL.decomposition)) / 2)
-    assert scores["count"] == 2
+    assert scores["n"] == 2
 
 
 def test_leaderboard_only_present_keys_and_errors(tmp_path):
     only_answers = {ALBANY.qid: {"answer": False}}
-    assert score_predictions(only_answers, [ALBANY]) == {"Accuracy": 1.0, "count": 1}
+    assert score_predictions(only_answers, [ALBANY]) == {"Accuracy": 1.0, "n": 1}
     with pytest.raises(SqaError, match="no prediction"):
         score_predictions(only_answers, [ALBANY, ASL])
-    assert score_predictions(only_answers, [ALBANY, ASL], allow_missing=True)["count"] == 1
+    assert score_predictions(only_answers, [ALBANY, ASL], allow_missing=True)["n"] == 1
     with pytest.raises(SqaError, match="not in the gold set"):
         score_predictions(only_answers, [ASL])
     with pytest.raises(SqaError, match="same things"):

@@ -29,7 +29,7 @@ def test_predictions_rescore_to_the_recorded_metrics(run_dir):
     preds = load_predictions(run_dir / "predictions.json")
     questions = [q for q in load_questions(metrics["split"]) if q.qid in preds and q.answer is not None]
     scores = score_predictions(preds, questions, allow_missing=True, source=str(run_dir))
-    assert scores["count"] == metrics["n"] == len(preds)
+    assert scores["n"] == metrics["n"] == len(preds)
     for name in ("Accuracy", "Recall@10", "SARI"):
         assert scores[name] == pytest.approx(metrics[name], abs=1e-12), name
 

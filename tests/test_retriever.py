@@ -123,7 +123,7 @@ def test_eval_retrieval_on_gold_index(gold_index, tmp_path):
 
     index_dir = gold_index.index_dir
     res = run_retrieval_eval(index_dir, "embedded", "dev", "gold", tmp_path / "gold.json")
-    assert res["count"] == 229 and res["paragraphs"] == 9251
+    assert res["n"] == 229 and res["paragraphs"] == 9251
     official, ours = res["methods"]["official (IR-ORA-D)"]["Recall@10"], res["methods"]["step"]["Recall@10"]
     assert 0.8 < official < 0.95  # the Lucene reference on the gold paragraphs is 0.854 / 0.874
     assert ours > official
@@ -144,7 +144,7 @@ def test_eval_retrieval_on_gold_index(gold_index, tmp_path):
         + "\n\n"
     )
     res = run_retrieval_eval(index_dir, "embedded", "dev", str(f), tmp_path / "pred.json")
-    assert res["count"] == 1 and "official (IR-D)" in res["methods"]
+    assert res["n"] == 1 and "official (IR-D)" in res["methods"]
     assert res["methods"]["official (IR-D)"]["Recall@10"] == 1.0  # both IDs of annotator 1 retrieved
     f.write_text('{"qid": "x"}\n')
     with pytest.raises(SqaError, match="pred.jsonl:1"):
@@ -189,7 +189,7 @@ def test_sqa_eval_retrieval_command(gold_index, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "official (IR-Q)" in printed and "Recall@10" in printed
     res = json.loads(out.read_text())
-    assert res["count"] == 229 and set(res["methods"]) == {"official (IR-Q)", "step"}
+    assert res["n"] == 229 and set(res["methods"]) == {"official (IR-Q)", "step"}
     assert (
         main(
             [

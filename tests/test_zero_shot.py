@@ -183,7 +183,7 @@ def test_from_an_empty_home_the_small_model_answers_and_scores_with_no_head(tmp_
     traces = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]
     assert all(t["calibrated"] is False and t["decision"] == "zero-shot:facts" for t in traces)
     official = score_predictions(load_predictions(out / "predictions.json"), load_questions("dev"), allow_missing=True)
-    assert official["Accuracy"] == m["Accuracy"] and official["count"] == 5
+    assert official["Accuracy"] == m["Accuracy"] and official["n"] == 5
     assert not (home / "heads").exists()  # no head was written or needed
 
 
@@ -223,4 +223,4 @@ def test_a_served_model_answers_zero_shot_before_its_head(tmp_path):
     from sqa.eval.leaderboard import load_predictions, score_predictions
 
     official = score_predictions(load_predictions(out / "predictions.json"), load_questions("dev"), allow_missing=True)
-    assert official["Accuracy"] == m["Accuracy"] and official["count"] == 4
+    assert official["Accuracy"] == m["Accuracy"] and official["n"] == 4

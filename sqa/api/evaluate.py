@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 from sqa.eval.results import Run, default_run_dir
-from sqa.types import BadInput, Question
+from sqa.types import BadInput, MethodName, Question, SplitName
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -63,9 +63,9 @@ def run_questions(
 
 def evaluate(
     reader: "Reader | None" = None,
-    split: Union[str, Path, Sequence[Question], None] = None,
+    split: Union[SplitName, str, Path, Sequence[Question], None] = None,
     *,
-    method=None,
+    method: Union[MethodName, str, None] = None,
     settings=None,
     out: str | Path | None = None,
     limit: int | None = None,

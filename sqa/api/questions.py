@@ -73,7 +73,7 @@ def score(
     train holding every predicted qid).
 
     Returns ``{"split", "Accuracy" (in [0, 1]), "SARI" (decompositions, 0-1), "Recall@10"
-    (evidence, 0-1), "count"}``, each metric only where the predictions and the gold carry it.
+    (evidence, 0-1), "n"}`` (``n``: questions scored, as ``Run.metrics["n"]``), each metric only where the predictions and the gold carry it.
     Raises :class:`sqa.types.BadInput` for qids that are not StrategyQA questions, a missing
     prediction (unless ``allow_missing``: score only the predicted questions) or the test split
     (no public labels: only the official leaderboard scores it)."""

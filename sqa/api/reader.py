@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, Union
 
 from sqa.facts.sources import Fact
-from sqa.types import BadInput, Question
+from sqa.types import BadInput, MethodName, PresetName, Question
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from sqa.api.index import Index
+    from sqa.methods.base import Method
     from sqa.presets import Preset
     from sqa.trace import ReasoningResult, StepTrace
     from sqa.types import LanguageModel
@@ -134,7 +135,7 @@ class Reader:
 
     def __init__(
         self,
-        preset: Union[str, "Preset", None] = None,
+        preset: Union[PresetName, "Preset", None] = None,
         model: Union[str, "LanguageModel", None] = None,
         index: Union["Index", str, Path, None] = None,
         *,
@@ -147,7 +148,7 @@ class Reader:
         apply_chat_template: bool = False,
         prefill: bool = True,
         backend: str = "embedded",
-        method=None,
+        method: Union[MethodName, str, "Method", None] = None,
         settings=None,
         progress: "bool | Console | None" = None,
     ):

@@ -33,7 +33,7 @@ def run_retrieval_eval(
     gold steps) or a JSONL path of predicted decompositions (IR-D vs the step retriever; only the split's
     questions in the file are scored). ``on_progress(done, total)`` is called after each
     question. Writes the result as JSON to ``out`` (default :func:`default_out`) and returns it:
-    ``{"split", "decomposition", "backend", "paragraphs" (index size), "count",
+    ``{"split", "decomposition", "backend", "paragraphs" (index size), "n",
     "methods": {name: {"Recall@10", "seconds"}}, "delta" (the step retriever - official), "out"}``.
 
     Raises SqaError for an unknown split or backend, a missing index, the unlabelled test split,
@@ -61,7 +61,7 @@ def run_retrieval_eval(
         "decomposition": str(decomposition),
         "backend": backend,
         "paragraphs": paragraphs,
-        "count": len(questions),
+        "n": len(questions),
         "methods": methods,
         "delta": methods[names[1]]["Recall@10"] - methods[names[0]]["Recall@10"],
     }

@@ -105,7 +105,7 @@ def score_predictions(
     """Score leaderboard predictions against gold ``questions`` (e.g.
     ``sqa.strategyqa.load_questions("dev")``) as the official evaluator does.
 
-    Returns ``{"Accuracy"?, "SARI"?, "Recall@10"?, "count"}`` with a metric only for the keys the
+    Returns ``{"Accuracy"?, "SARI"?, "Recall@10"?, "n"}`` with a metric only for the keys the
     entries hold; ``count`` is the number of questions scored. Raises SqaError when a prediction's
     qid is not among ``questions``, when a question has no prediction (unless ``allow_missing``,
     which scores only the predicted questions), or when a gold question has no labels.
@@ -143,5 +143,5 @@ def score_predictions(
         out[METRIC_FOR_KEY["paragraphs"]] = mean_recall_at_k(
             with_evidence, {q.qid: predictions[q.qid]["paragraphs"] for q in with_evidence}
         )
-    out["count"] = len(scored)
+    out["n"] = len(scored)
     return out

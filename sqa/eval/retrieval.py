@@ -80,7 +80,7 @@ def evaluate_retrievers(
     k: int = 10,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, dict]:
-    """``{name: {"Recall@10", "seconds", "count"}}``: mean Recall@``k`` of each retriever's
+    """``{name: {"Recall@10", "seconds", "n"}}``: mean Recall@``k`` of each retriever's
     ``retrieve(question, steps, k)`` over ``questions`` and its total wall-clock seconds.
     ``on_progress(done, total)`` after each question."""
     recalls: dict[str, list[float]] = {name: [] for name in retrievers}
@@ -95,6 +95,6 @@ def evaluate_retrievers(
         if on_progress:
             on_progress(i, len(questions))
     return {
-        name: {"Recall@10": sum(v) / len(v), "seconds": round(seconds[name], 3), "count": len(v)}
+        name: {"Recall@10": sum(v) / len(v), "seconds": round(seconds[name], 3), "n": len(v)}
         for name, v in recalls.items()
     }

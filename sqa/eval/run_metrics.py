@@ -233,7 +233,7 @@ def compute_metrics(
     demos = demonstrations_summary(rows)
     return {
         "split": options.split,
-        "n": scores["count"],
+        "n": scores["n"],
         "n_predicted": len(predictions),
         "n_questions": len(questions),
         "protocol": options.protocol or None,  # the named question set, as in run.json

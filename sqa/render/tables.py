@@ -57,14 +57,14 @@ def hits_table(hits, title: str) -> Table:
 def retrieval_table(res: dict, split: str, decomposition: str) -> Table:
     """Recall@10 and milliseconds per question of each method of ``sqa.api.retrieval.run_retrieval_eval``'s result."""
     table = Table(
-        title=f"Recall@10 on {split} ({res['count']} questions, decomposition: {decomposition}, "
+        title=f"Recall@10 on {split} ({res['n']} questions, decomposition: {decomposition}, "
         f"{res['paragraphs']:,} paragraphs)"
     )
     table.add_column("method")
     table.add_column("Recall@10", justify="right")
     table.add_column("ms / question", justify="right")
     for name, m in res["methods"].items():
-        table.add_row(name, f"{m['Recall@10']:.4f}", f"{1000 * m['seconds'] / res['count']:.1f}")
+        table.add_row(name, f"{m['Recall@10']:.4f}", f"{1000 * m['seconds'] / res['n']:.1f}")
     return table
 
 
