@@ -36,8 +36,12 @@ def _shipped_paragraphs() -> tuple[dict[str, dict] | None, str | None]:
 
     try:
         data = load_json(PARAGRAPHS_FILE)
-    except (SqaError, OSError) as e:
-        return None, f"paragraph text unavailable ({e})"
+    except (SqaError, OSError) as e:  # said without the machine's paths: the page may be shared
+        why = str(e).split(": ", 1)[-1].split(";")[0] or type(e).__name__
+        return (
+            None,
+            f"paragraph text unavailable: the shipped gold paragraphs ({PARAGRAPHS_FILE.name}) cannot be read ({why})",
+        )
     if not isinstance(data, dict):
         return None, "paragraph text unavailable (the shipped paragraphs file is not an object by ID)"
     return data, None
