@@ -1,6 +1,6 @@
 """report.html explains a failure (issue 48, item 5): a question's folded gold block (decomposition,
 gold facts, gold paragraph text, each paragraph marked retrieved / read) opened by a click in
-headless Chromium, the P(yes) header sorting the rows, the gold x predicted confusion counts, a
+headless Chromium, the P(yes), Recall@10 and cost headers sorting the rows, the gold x predicted confusion counts, a
 ``--limit 5`` run said to be "first 5 of 229" at the top of report.md and report.html, and no chart
 on a 5-question page. The pages come from the recorded facts run (bench/results/runs, regenerated
 in a temporary folder with today's code) and from a 5-question run of the stand-in reader; what
@@ -91,7 +91,7 @@ def test_a_questions_gold_block_opens_with_its_decomposition_facts_and_paragraph
 
 
 @browser
-def test_clicking_the_p_yes_header_sorts_the_rows(facts_page):
+def test_clicking_the_p_yes_recall_and_cost_headers_sorts_the_rows(facts_page):
     p_yes = {qid: r["p_yes"] for qid, r in traces(RUNS / FACTS_RUN).items()}
     order = "Array.from(document.querySelectorAll('#questions tbody tr.q')).map(r => r.dataset.qid)"
     header = "#questions thead th:nth-child(4)"
@@ -111,6 +111,14 @@ def test_clicking_the_p_yes_header_sorts_the_rows(facts_page):
         chrome.click("#questions thead th:nth-child(5)")  # Recall@10 sorts too
         assert chrome.js("document.querySelector('#questions thead th:nth-child(5)').textContent.trim()") == "Recall@10"
         assert chrome.js(order) != first
+        # and the cost column (a reader's run: the seconds of its trace's timings)
+        seconds = {qid: r["timings"]["total"] for qid, r in traces(RUNS / FACTS_RUN).items()}
+        cost = "#questions thead th:nth-child(6)"
+        assert chrome.js(f"document.querySelector('{cost}').textContent.trim()") == "cost"
+        chrome.click(cost)
+        by_cost = chrome.js(order)
+        assert [seconds[q] for q in by_cost] == sorted(seconds.values())
+        assert chrome.js(f"document.querySelector('{header}').getAttribute('aria-sort')") == "none"
 
 
 class Confusion(HTMLParser):

@@ -108,8 +108,9 @@ def gold_block(
 def cost_of(rec: dict) -> dict | None:
     """What answering one question cost, from its trace record: ``tokens`` (prompt + generated, a
     method's ``method.cost`` or a served model's ``eval.cost``; None where not counted),
-    ``seconds`` (the method's, the served requests', else the reader's ``timings.total``) and
-    ``calls`` (None where not counted); None when the record holds none of these."""
+    ``seconds`` (the method's, the served requests', else the reader's ``timings.total``: for reads
+    served from the features store, ``cached``, the seconds of the original read), ``calls`` (None
+    where not counted) and ``cached``; None when the record holds none of these."""
     m = (rec.get("method") or {}).get("cost") or {}
     ev = (rec.get("eval") or {}).get("cost") or {}
     tokens = calls = seconds = None
@@ -127,7 +128,8 @@ def cost_of(rec: dict) -> dict | None:
             break
     if tokens is None and seconds is None and calls is None:
         return None
-    return {"tokens": tokens, "seconds": seconds, "calls": calls}
+    cached = not m and not ev and bool((rec.get("timings") or {}).get("cached"))
+    return {"tokens": tokens, "seconds": seconds, "calls": calls, "cached": cached}
 
 
 def cost_unit(cells: Sequence[dict]) -> str | None:
@@ -156,6 +158,8 @@ def cost_text(cost: dict | None, unit: str | None) -> tuple[str, str, str]:
         value, shown = cost["seconds"], f"{cost['seconds']:.2f} s"
     if cost["calls"] is not None:
         extra.append(f"{cost['calls']:g} call{'' if cost['calls'] == 1 else 's'}")
+    if cost.get("cached"):
+        extra.append("read earlier (stored)")
     return f"{value}", shown, ", ".join(extra)
 
 
