@@ -1,10 +1,11 @@
 """report.html explains a failure (issue 48, item 5): a question's folded gold block (decomposition,
 gold facts, gold paragraph text, each paragraph marked retrieved / read) opened by a click in
-headless Chromium, the P(yes), Recall@10 and cost headers sorting the rows, the gold x predicted confusion counts, a
-``--limit 5`` run said to be "first 5 of 229" at the top of report.md and report.html, and no chart
-on a 5-question page. The pages come from the recorded facts run (bench/results/runs, regenerated
-in a temporary folder with today's code) and from a 5-question run of the stand-in reader; what
-they show is checked against the run's own files and the shipped StrategyQA data read directly."""
+headless Chromium, the P(yes), Recall@10 and cost headers sorting the rows, the gold x predicted
+confusion counts, a ``--limit 5`` run said to be "first 5 of 229" at the top of report.md and
+report.html, and no chart on a 5-question page. The pages come from the recorded facts run
+(bench/results/runs, regenerated in a temporary folder with today's code) and from a 5-question run
+of the stand-in reader; what they show is checked against the run's own files and the shipped
+StrategyQA data read directly."""
 
 from __future__ import annotations
 
