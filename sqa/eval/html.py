@@ -7,9 +7,14 @@ Policy of ``default-src 'none'`` (inline styles and scripts allowed, nothing fet
 the questions the runs disagree on first, then those every run got wrong); each row holds the gold
 and predicted answers, P(yes) (marked calibrated, or the model's own), and, folded, the facts with
 their sources, the retrieved evidence IDs with the annotated (gold) ones marked, and the steps
-where the reader wrote them. Columns undefined for a run (Recall@10 without annotations or
-retrieval, steps for the facts reader) are left out. Filters (all / correct / incorrect /
-disagreeing) and a search box; ``#filter=incorrect&q=word`` in the URL sets them on opening.
+where the reader wrote them, and a folded "gold" block (the gold decomposition, facts and evidence
+paragraphs' text, each paragraph marked retrieved / read as a fact: :mod:`sqa.eval.html_explain`).
+Columns undefined for a run (Recall@10 without annotations or retrieval, steps for the facts
+reader, cost where the records count none) are left out; clicking the P(yes), Recall@10 or cost
+header sorts the rows (ascending, descending, then back to failures first). Each run with gold
+labels gets its gold x predicted confusion counts; below 30 questions the charts are replaced by a
+one-line note. Filters (all / correct / incorrect / disagreeing) and a search box (over the rows
+without their gold blocks); ``#filter=incorrect&q=word`` in the URL sets them on opening.
 Templated with jinja2 (autoescaping on), the template is ``sqa/eval/templates/report.html.j2``.
 """
 
@@ -20,6 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqa.eval.coverage import coverage_metrics, record_calibrated
+from sqa.eval.html_explain import (
+    charts_note,
+    confusion,
+    cost_of,
+    cost_text,
+    cost_unit,
+    gold_block,
+    paragraph_source,
+)
 from sqa.eval.metrics import annotator_evidence, recall_at_k
 from sqa.eval.run_metrics import calibration_bins, questions_summary
 from sqa.eval.svg import COLOURS, coverage_svg, reliability_svg
@@ -45,6 +59,8 @@ class RunView:
     cells: dict[str, dict] = field(default_factory=dict)
     bins: list[dict] = field(default_factory=list)
     curve: list[dict] | None = None
+    cost_unit: str | None = None
+    confusion: dict | None = None
 
 
 def _cell(rec: dict, q: Question | None, has_recall: bool) -> dict:
@@ -75,6 +91,10 @@ def _cell(rec: dict, q: Question | None, has_recall: bool) -> dict:
             for f in rec.get("facts") or []
         ],
         "steps": steps,
+        "retrieved": set(rec.get("paragraphs") or ())
+        | {e for s in rec.get("steps") or [] for e in s.get("evidence", [])},
+        "read": {f.get("ref") for f in rec.get("facts") or [] if f.get("ref")},
+        "cost": cost_of(rec),
         "decision": rec.get("decision", ""),
         "head": rec.get("head", ""),
         "demonstration": bool((rec.get("eval") or {}).get("demonstration")),
@@ -99,6 +119,9 @@ def run_view(
     ]
     labelled = [c for c in cells.values() if c["correct"] is not None]
     cov = coverage_metrics(rows)
+    unit = cost_unit(list(cells.values()))
+    for c in cells.values():
+        c["cost_sort"], c["cost_shown"], c["cost_detail"] = cost_text(c["cost"], unit)
     headline = dict(facts or {})
     if labelled and "Accuracy" not in headline:
         headline["Accuracy"] = f"{sum(c['correct'] for c in labelled) / len(labelled):.3f} ({len(labelled)} questions)"
@@ -118,12 +141,16 @@ def run_view(
         cells=cells,
         bins=calibration_bins(rows),
         curve=cov["curve"] if cov else None,
+        cost_unit=unit,
+        confusion=confusion(list(cells.values())),
     )
 
 
 def _rows(views: Sequence[RunView], order: Sequence[str], questions: dict[str, Question]) -> list[dict]:
     """One row per question answered by every run, ordered: disagreeing (several runs), then wrong
     somewhere, then right everywhere, then unlabelled; most confident mistakes first within."""
+    paragraphs, unavailable = paragraph_source()
+    names = [v.name for v in views]
     rows = []
     for i, qid in enumerate(order):
         cells = [v.cells[qid] for v in views]
@@ -151,6 +178,7 @@ def _rows(views: Sequence[RunView], order: Sequence[str], questions: dict[str, Q
                 "disagreeing": disagree,
                 "only": only,
                 "demonstration": any(c["demonstration"] for c in cells),
+                "gold_block": gold_block(q, cells, names, paragraphs, unavailable),
                 "sort": (rank, -conf, i),
             }
         )
@@ -179,18 +207,25 @@ def render(
         undefined=jinja2.StrictUndefined,
     )
     names = [v.name for v in views]
-    charts = [
-        jinja2.utils.markupsafe.Markup(reliability_svg(names, [v.bins for v in views])),
-        jinja2.utils.markupsafe.Markup(coverage_svg(names, [v.curve for v in views], baseline)),
-    ]
+    rows = _rows(views, order, questions)
+    no_charts = charts_note(len(rows))
+    charts = (
+        []
+        if no_charts
+        else [
+            jinja2.utils.markupsafe.Markup(reliability_svg(names, [v.bins for v in views])),
+            jinja2.utils.markupsafe.Markup(coverage_svg(names, [v.curve for v in views], baseline)),
+        ]
+    )
     return env.get_template(TEMPLATE).render(
         title=title,
         subtitle=subtitle,
         views=views,
-        rows=_rows(views, order, questions),
+        rows=rows,
         pairs=list(pairs),
         notes=list(notes),
         charts=charts,
+        charts_note=no_charts,
         comparison=len(views) > 1,
         holm=len(views) > 2,
         only_filters=[
@@ -266,7 +301,7 @@ def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question
     return _write(
         path,
         render(
-            f"sqa eval {name} – {metrics['split']}",
+            f"sqa eval {name} – {metrics['split']} ({questions_summary(metrics)})",  # as report.md's heading
             subtitle,
             [view],
             order,
