@@ -87,3 +87,20 @@ def test_presets_lists_every_preset_with_its_summary():
     import sqa.presets as module  # the submodule of the same name answers the same call
 
     assert module() == sqa.presets() and all(sqa.presets().values())
+
+
+def test_the_eval_table_gives_accuracy_with_its_interval_and_seconds_to_a_tenth():
+    """The table ``sqa eval`` prints at the end: Accuracy with its 95 % interval on one row,
+    seconds per question with one decimal (not 4)."""
+    from rich.console import Console
+
+    from sqa.render.tables import run_table
+
+    run = sqa.Run.open(RUNS / "dev229-facts-h2055")
+    con = Console(record=True, width=100)
+    con.print(run_table(run))
+    text = con.export_text()
+    lo, hi = run.metrics["Accuracy_interval95"]
+    assert f"{run.metrics['Accuracy']:.3f} ({lo:.3f}–{hi:.3f})" in text
+    assert f"{run.metrics['seconds_per_question']:.1f} " in text
+    assert f"{run.metrics['seconds_per_question']:.4f}" not in text

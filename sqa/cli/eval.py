@@ -160,7 +160,7 @@ def score_command(
     if as_json:
         typer.echo(json.dumps(scores, indent=1))
     else:
-        Console().print(metrics_table(scores, f"{predictions} vs {scores['split']}"))
+        Console().print(metrics_table(scores, f"{Path(predictions).name} vs {scores['split']}"))
 
 
 eval_app.command("retrieval")(eval_retrieval_command)

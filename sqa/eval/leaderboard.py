@@ -106,7 +106,7 @@ def score_predictions(
     ``sqa.strategyqa.load_questions("dev")``) as the official evaluator does.
 
     Returns ``{"Accuracy"?, "SARI"?, "Recall@10"?, "n"}`` with a metric only for the keys the
-    entries hold; ``count`` is the number of questions scored. Raises SqaError when a prediction's
+    entries hold; ``n`` is the number of questions scored. Raises SqaError when a prediction's
     qid is not among ``questions``, when a question has no prediction (unless ``allow_missing``,
     which scores only the predicted questions), or when a gold question has no labels.
     """
@@ -122,7 +122,7 @@ def score_predictions(
     if missing and not allow_missing:
         raise BadInput(
             f"{source}: no prediction for {len(missing)} of {len(gold)} questions, e.g. {missing[0]!r}; "
-            "finish the run or score with `sqa eval score --allow-missing`"
+            "finish the run, or score what is there: `sqa eval score --allow-missing` (Python: allow_missing=True)"
         )
     scored = [gold[qid] for qid in gold if qid in predictions]
     if any(q.answer is None for q in scored):

@@ -160,7 +160,11 @@ def run_table(run) -> Table | None:
         return metrics_table(rows, f"sqa eval {o['split']} (facts reader, {m['out_of_fold']['scheme']})")
     from sqa.eval.report import has_recall, has_steps
 
-    rows = {"n": m["n"], "Accuracy": m["Accuracy"]}
+    iv = m.get("Accuracy_interval95")
+    rows = {
+        "n": m["n"],
+        "Accuracy (95 % interval)": f"{m['Accuracy']:.3f} ({iv[0]:.3f}–{iv[1]:.3f})" if iv else m["Accuracy"],
+    }
     d = m.get("demonstrations")  # the facts reader's demonstration questions, answered with their answers shown
     if d and d["without_demonstrations"]["n"]:  # an empty remainder has no accuracy: no row
         rows[f"without the {d['n']} demonstrations (n={d['without_demonstrations']['n']})"] = d[
@@ -173,7 +177,7 @@ def run_table(run) -> Table | None:
         rows["Recall@10"] = m["Recall@10"]
     if has_steps(m) and m["SARI"] is not None:
         rows["SARI"] = m["SARI"]
-    rows.update({"ECE": m["ECE"], "seconds/question": m["seconds_per_question"]})
+    rows.update({"ECE": m["ECE"], "seconds/question": f"{m['seconds_per_question']:.1f}"})
     oracle = f", ORACLE {o['oracle']}" if o["oracle"] else ""
     zero = ", zero-shot: the model's own P(yes), uncalibrated" if m.get("answering") == "zero-shot" else ""
     title = f"sqa eval {m.get('protocol') or o['split']} ({o['reader']}{oracle}, {o['decomposition']}{zero})"
