@@ -183,3 +183,18 @@ def test_without_the_paragraphs_file_the_gold_block_says_so_in_one_line(tmp_path
     assert str(tmp_path) not in html  # no machine path on the page
     q = load_questions("dev")[0]
     assert f'data-pid="{gold_ids(q)[0]}"' in html and q.decomposition[0] in html
+
+
+def test_headlines_are_plain_words_with_the_tag_beside_them():
+    """report.md and report.html say how the final answer was made in words (the internal tag in
+    brackets in report.md, as the subtitle's tooltip in report.html), and the decomposition in words."""
+    from sqa.eval.wording import plain_answer, plain_decomposition
+
+    assert plain_answer("head:plain+f5 lo:plain+f5 +retrieval") == (
+        "a trained answer head over the model's readings of the question alone and with 5 facts shown, "
+        "and the retrieval scores"
+    )
+    assert plain_answer("method:cot:answer-is") == "method cot, answer rule: the first yes/no after 'the answer is'"
+    assert plain_answer("zero-shot:plain") == "the model's own P(yes), uncalibrated, from the question alone"
+    assert plain_answer("something new") == "something new" and plain_answer(None) == "?"
+    assert plain_decomposition("question") == "none: retrieval with the whole question"

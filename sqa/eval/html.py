@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqa.eval.wording import plain_answer
 from sqa.eval.coverage import coverage_metrics, record_calibrated
 from sqa.eval.html_explain import (
     charts_note,
@@ -195,8 +196,9 @@ def render(
     pairs: Sequence[dict] = (),
     notes: Sequence[str] = (),
     baseline: float | None = None,
+    subtitle_tag: str = "",
 ) -> str:
-    """The page's HTML text."""
+    """The page's HTML text (``subtitle_tag``: the internal tag the subtitle's words stand for, its tooltip)."""
     import jinja2
 
     env = jinja2.Environment(
@@ -220,6 +222,7 @@ def render(
     return env.get_template(TEMPLATE).render(
         title=title,
         subtitle=subtitle,
+        subtitle_tag=subtitle_tag,
         views=views,
         rows=rows,
         pairs=list(pairs),
@@ -294,9 +297,10 @@ def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question
     view = run_view(
         name, f"{metrics.get('model')}", {q: done[q] for q in order}, by_id, has_recall(metrics), facts=facts
     )
+    tag = metrics.get("final_answer") or metrics.get("answering")
     subtitle = (
         f"{metrics['split']}{', ' + qs['protocol'] if qs else ''}: model {metrics.get('model')}, preset "
-        f"{name}, final answer {metrics.get('final_answer') or metrics.get('answering') or '?'}"
+        f"{name}, final answer: {plain_answer(tag)}"
     )
     return _write(
         path,
@@ -307,6 +311,7 @@ def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question
             order,
             by_id,
             notes=notes,
+            subtitle_tag=tag or "",
             baseline=(metrics.get("majority_baseline") or {}).get("Accuracy"),
         ),
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
+from sqa.eval.wording import plain_answer, plain_decomposition
 from sqa.outfile import check_target, write_text_atomic
 
 
@@ -88,14 +89,14 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         f"# sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''}: {metrics['split']} "
         f"({questions_summary(metrics)})",
         "",
-        f"Model `{metrics['model']}`, decomposition `{opts.get('decomposition')}`, top-k {opts.get('k')}, "
+        f"Model `{metrics['model']}`, decomposition: {plain_decomposition(opts.get('decomposition'))}, top-k {opts.get('k')}, "
         f"index `{index.get('corpus') or ('preset:' + index['preset'] if index.get('preset') else '?')}` "
         f"({index.get('backend', opts.get('backend'))}, "
         f"{_fmt(index.get('paragraph_count'))} paragraphs).",
         "",
         f"Few-shot examples: {metrics['fewshot']['rule']}."
         if metrics.get("reader", "steps") == "steps"
-        else f"Reader: facts (fixed demonstrations, facts shown, trained answer head `{_fmt(metrics.get('head'))}`)."
+        else f"Reader: facts (fixed demonstrations, facts shown, a trained answer head, id `{_fmt(metrics.get('head'))}`)."
         if metrics.get("answering") != "zero-shot"
         else "Reader: facts (fixed demonstrations, facts shown, no answer head).",
         "",
@@ -139,7 +140,8 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
             if oof_scheme(metrics)
             else []
         ),
-        f"Final answer: `{metrics.get('final_answer') or metrics.get('decision') or metrics.get('head') or '?'}`.",
+        f"Final answer: {plain_answer(tag := metrics.get('final_answer') or metrics.get('decision') or metrics.get('head'))}"
+        + (f" (`{tag}`)." if tag else "."),
         "",
         "| metric | value |",
         "|---|---|",
@@ -178,7 +180,7 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
     if metrics.get("signals"):
         readout = metrics.get("final_answer") or metrics.get("decision") or metrics.get("head")
         lines += [
-            f"## P(yes) readings (final answer: `{readout}`)",
+            f"## P(yes) readings (final answer: {plain_answer(readout)})",
             "",
             "Each reading alone, thresholded at 0.5 (`plain` = the same model with no steps and no evidence).",
             "",
