@@ -220,7 +220,7 @@ def test_oof_run_folder_says_out_of_fold_and_shows_only_what_is_defined(tmp_path
     assert m["Recall@10"] is None and m["SARI"] is None and m["accuracy_by_steps"] == {}  # no annotations, no steps
     report = (tmp_path / "report.md").read_text()
     assert "by number of steps" not in report and "final answer: `?`" not in report
-    assert "final answer: `facts head:plain+f2" in report
+    assert "final answer: the facts answer head over" in report and "`facts head:plain+f2" in report
     traces = [json.loads(x) for x in (tmp_path / "traces.jsonl").read_text().splitlines()]
     assert len(traces) == len(questions) and all("states" not in t for t in traces)
     assert "out-of-fold, 5 term-grouped folds" in traces[0]["decision"]

@@ -198,3 +198,32 @@ def test_headlines_are_plain_words_with_the_tag_beside_them():
     assert plain_answer("zero-shot:plain") == "the model's own P(yes), uncalibrated, from the question alone"
     assert plain_answer("something new") == "something new" and plain_answer(None) == "?"
     assert plain_decomposition("question") == "none: retrieval with the whole question"
+
+
+def test_a_run_records_its_command_without_credentials(tmp_path, gold_index, monkeypatch):
+    """run.json, metrics.json, report.md and report.html carry the ``sqa eval`` command that made
+    the run, as typed, with a base URL's password replaced by ***."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from helpers import StateModel
+
+    import sqa.cli
+    import sqa.models.registry as registry
+    from sqa.cli import main
+
+    monkeypatch.setattr(registry, "load_model", lambda *a, **kw: StateModel())
+    monkeypatch.setattr(registry, "resolve_gguf", lambda *a, **kw: None)
+    out = tmp_path / "run"
+    args = ["eval", "--split", "dev", "--limit", "2", "--model", "fake-states", "--out", str(out)]
+    assert main([*args, "--index-dir", str(gold_index.index_dir)]) == 0
+    want = "sqa " + " ".join([*args, "--index-dir", str(gold_index.index_dir)])
+    assert json.loads((out / "run.json").read_text())["command"] == want
+    assert json.loads((out / "metrics.json").read_text())["command"] == want
+    assert f"Command: `{want}`" in (out / "report.md").read_text()
+    assert f"command: <code>{want}</code>" in (out / "report.html").read_text()
+    from sqa.eval.rundir import invocation
+
+    monkeypatch.setattr(sqa.cli, "INVOCATION", "sqa eval --base-url http://bob:Pw9Secret@127.0.0.1:9/v1")
+    assert "Pw9Secret" not in invocation() and "127.0.0.1:9/v1" in invocation()

@@ -10,6 +10,7 @@ with 130 after the command has saved what it finished; ``SqaWarning`` is one ``w
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import traceback
 import warnings
@@ -32,6 +33,7 @@ def _register() -> None:
     from sqa.cli import ask, compare, eval as eval_cmd, features, heads, index, search, train_head  # noqa: F401  (they register)
 
 
+INVOCATION: str | None = None
 INTERRUPTED = "interrupted: finished work was saved; run the same command again to resume"
 
 
@@ -70,6 +72,8 @@ def _run(argv: list[str] | None) -> int:
     cls = click_classes()
     cmd = click_command()
     args = sys.argv[1:] if argv is None else list(argv)
+    global INVOCATION  # what a run records as its command (sqa.eval.rundir.invocation)
+    INVOCATION = shlex.join(["sqa", *args])
     try:
         with cmd.make_context("sqa", args) as ctx:
             rc = cmd.invoke(ctx)

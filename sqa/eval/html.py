@@ -197,8 +197,10 @@ def render(
     notes: Sequence[str] = (),
     baseline: float | None = None,
     subtitle_tag: str = "",
+    command: str = "",
 ) -> str:
-    """The page's HTML text (``subtitle_tag``: the internal tag the subtitle's words stand for, its tooltip)."""
+    """The page's HTML text (``subtitle_tag``: the internal tag the subtitle's words stand for, its tooltip;
+    ``command``: the ``sqa`` command that made the run, shown under it)."""
     import jinja2
 
     env = jinja2.Environment(
@@ -223,6 +225,7 @@ def render(
         title=title,
         subtitle=subtitle,
         subtitle_tag=subtitle_tag,
+        command=command,
         views=views,
         rows=rows,
         pairs=list(pairs),
@@ -312,6 +315,7 @@ def write_run_html(path: str | Path, metrics: dict, questions: Sequence[Question
             by_id,
             notes=notes,
             subtitle_tag=tag or "",
+            command=metrics.get("command") or "",
             baseline=(metrics.get("majority_baseline") or {}).get("Accuracy"),
         ),
     )

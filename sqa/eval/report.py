@@ -89,6 +89,7 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
         f"# sqa eval{' ORACLE ' + metrics['oracle'] if metrics.get('oracle') else ''}: {metrics['split']} "
         f"({questions_summary(metrics)})",
         "",
+        *([f"Command: `{metrics['command']}`", ""] if metrics.get("command") else []),
         f"Model `{metrics['model']}`, decomposition: {plain_decomposition(opts.get('decomposition'))}, top-k {opts.get('k')}, "
         f"index `{index.get('corpus') or ('preset:' + index['preset'] if index.get('preset') else '?')}` "
         f"({index.get('backend', opts.get('backend'))}, "
@@ -180,7 +181,7 @@ def markdown(metrics: dict, rows: Sequence[dict]) -> str:
     if metrics.get("signals"):
         readout = metrics.get("final_answer") or metrics.get("decision") or metrics.get("head")
         lines += [
-            f"## P(yes) readings (final answer: {plain_answer(readout)})",
+            f"## P(yes) readings (final answer: {plain_answer(readout)}" + (f", `{readout}`)" if readout else ")"),
             "",
             "Each reading alone, thresholded at 0.5 (`plain` = the same model with no steps and no evidence).",
             "",

@@ -21,7 +21,7 @@ from sqa.eval.leaderboard import score_predictions, validate_predictions
 from sqa.eval.metrics import recall_at_k
 from sqa.eval.options import EvalOptions
 from sqa.eval.protocols import ZERO_SHOT_CUT, question_set
-from sqa.eval.rundir import TRACES_FILE, now, result_from_dict
+from sqa.eval.rundir import TRACES_FILE, invocation, now, result_from_dict
 from sqa.jsonio import write_json_atomic
 from sqa.types import Question
 
@@ -276,6 +276,7 @@ def compute_metrics(
         "signals": signal_accuracy(rows),
         "model": options.model,
         "index": index_info or {},
+        "command": invocation(),  # the sqa command of this session; None from Python
         "options": options.to_dict(),
         "fewshot": {
             **fewshot_description(options.split, options.folds),

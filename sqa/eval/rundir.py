@@ -268,11 +268,24 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None,
         "answering": options.answering,
         **({"protocol": options.protocol} if options.protocol else {}),
         **(record or {}),
+        **({"command": invocation()} if invocation() else {}),
         "created_at": now(),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, recorded)
     return recorded
+
+
+def invocation() -> str | None:
+    """The ``sqa ...`` command line this process runs (as typed, shell-quoted), None when sqa was
+    called from Python: what run.json, metrics.json and the reports record as the run's command,
+    with any credential in it (a base URL's ``user:password@``, a known secret) as ``***``."""
+    import sys
+
+    from sqa.redact import redact
+
+    line = getattr(sys.modules.get("sqa.cli"), "INVOCATION", None)
+    return redact(line) if line else None
 
 
 def now() -> str:

@@ -41,9 +41,10 @@ def plain_answer(tag: str | None) -> str:
     m = re.match(r"(.*?)( \(.*\))$", tag)  # "(out-of-fold, ...)" or "(n questions; ...)" kept as it is
     if m:
         tag, rest = m.group(1), m.group(2)
-    if m := re.fullmatch(r"head:(\S+) lo:\S+( \+retrieval)?", tag):
-        words = f"a trained answer head over the model's readings of {_readings(m.group(1))}"
-        return words + (", and the retrieval scores" if m.group(2) else "") + rest
+    if m := re.fullmatch(r"(?:(\w+) )?head:(\S+) lo:\S+( \+retrieval)?", tag):  # "facts head:...": the kind
+        kind, reads, retrieval = m.groups()
+        words = f"{'the ' + kind if kind else 'a trained'} answer head over the model's readings of {_readings(reads)}"
+        return words + (", and the retrieval scores" if retrieval else "") + rest
     if m := re.fullmatch(r"zero-shot:(facts|plain)", tag):
         return f"the model's own P(yes), uncalibrated, {'with the facts shown' if m.group(1) == 'facts' else 'from the question alone'}{rest}"
     if m := re.fullmatch(r"method:([\w-]+):([\w-]+)", tag):
