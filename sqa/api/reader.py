@@ -200,6 +200,11 @@ class Reader:
             raise BadInput(f"top-k must be from 1 to {MAX_K:,} (got {k})")
         if head is not None and preset.reader != "facts":
             raise BadInput("head goes with the facts reader; the steps reader has no answer head")
+        if chat_template is not None and preset.reader == "facts" and not apply_chat_template:
+            raise BadInput(
+                f"--chat-template {Path(chat_template).name}: no effect with the facts reader, whose prompts are "
+                "plain text; add --apply-chat-template to read them in that template, or use --reader steps"
+            )
         if apply_chat_template and preset.reader != "facts":
             raise BadInput(
                 "--apply-chat-template goes with the facts reader; the steps reader's prompts are chat "

@@ -13,6 +13,9 @@ a server's ``/v1/completions``): in the model's own chat template, or ChatML.
 - A template that refuses a system message (Gemma's raise "System role not supported") gets the
   system text merged into the first user turn (``system + "\\n\\n" + user``), as Gemma 3's own
   template does.
+- A template renders within limits (issue 50 item 7): at most ``RENDER_SECONDS`` of running and
+  ``RENDER_CHARS`` characters (``*``, ``**`` and ``+`` refuse to build more); one that raises
+  (division by zero, endless recursion) or runs past them is one BadInput line naming its source.
 - ChatML (no template): each turn is ``<|im_start|>{role}\\n{content}<|im_end|>\\n``; the open
   assistant turn is ``<|im_start|>assistant\\n`` followed by the reply so far. This is what
   Qwen2.5's own template gives for a conversation that opens with a system message (every
@@ -83,14 +86,109 @@ class ChatTemplate:
         from jinja2.exceptions import TemplateError
 
         try:
-            return self._compiled.render(
-                messages=messages, add_generation_prompt=True, bos_token=self.bos_token, eos_token=self.eos_token
+            return bounded_render(
+                self._compiled,
+                messages=messages,
+                add_generation_prompt=True,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
             )
-        except TemplateError as e:
-            raise BadInput(
-                f"{self.where}: its chat template failed to render a prompt ({e}); pass a working one "
-                "with --chat-template FILE"
-            ) from None
+        except (TemplateError, RenderLimit) as e:
+            why = str(e)
+        except RecursionError:
+            why = "RecursionError: it calls itself without end"
+        except MemoryError:
+            why = f"MemoryError: it builds text past the {RENDER_CHARS:,} characters a prompt may have"
+        except Exception as e:  # the template's own fault: ZeroDivisionError, TypeError, an overflow ...
+            why = f"{type(e).__name__}: {e}"
+        raise BadInput(
+            f"{self.where}: its chat template failed to render a prompt ({why}); pass a working one "
+            "with --chat-template FILE"
+        ) from None
+
+
+# what one rendering of a chat template may take (issue 50 item 7): a template that loops without
+# end, or builds text past any prompt's size, is one line naming it, not a run without end
+RENDER_SECONDS = 10.0
+RENDER_CHARS = 1_000_000
+
+
+class RenderLimit(Exception):
+    """A chat template ran past ``RENDER_SECONDS`` or built more than ``RENDER_CHARS`` characters."""
+
+
+def bounded_render(template, **context) -> str:
+    """``template`` (a compiled jinja2 Template) rendered with ``context`` within the limits above:
+    its text at most ``RENDER_CHARS`` characters, at most ``RENDER_SECONDS`` of running (checked at
+    every line of the template's code, so a loop that yields nothing is stopped too). Raises
+    RenderLimit past either; anything the template raises propagates."""
+    import sys
+    import time
+
+    deadline, limit = time.monotonic() + RENDER_SECONDS, RENDER_SECONDS
+    where = template.root_render_func.__code__.co_filename
+
+    def local(frame, event, arg):
+        if time.monotonic() > deadline:
+            raise RenderLimit(f"it ran past {limit:g} s; a chat template renders in milliseconds")
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename == where else None
+
+    previous, out, n = sys.gettrace(), [], 0
+    sys.settrace(tracer)
+    try:
+        for chunk in template.generate(**context):
+            n += len(chunk)
+            if n > RENDER_CHARS:
+                raise RenderLimit(f"it renders more than the {RENDER_CHARS:,} characters a prompt may have")
+            out.append(chunk)
+    finally:
+        sys.settrace(previous)
+    return "".join(out)
+
+
+def _bounded_env(base: type) -> type:
+    """``base`` (a jinja2 sandboxed environment class) whose ``*``, ``**`` and ``+`` refuse to build
+    a text or list past ``RENDER_CHARS`` or a number past 65,536 bits (RenderLimit), before building it."""
+
+    def too_big(op: str, left, right) -> str | None:
+        seq = (str, list, tuple)
+        if op == "*" and isinstance(left, int) and isinstance(right, seq):
+            left, right = right, left
+        if op == "*" and isinstance(left, seq) and isinstance(right, int):
+            size = len(left) * max(right, 0)
+        elif op == "+" and isinstance(left, seq) and isinstance(right, seq):
+            size = len(left) + len(right)
+        elif op in "*+" and isinstance(left, int) and isinstance(right, int):
+            return None
+        elif op == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
+            bits = max(left.bit_length(), 1) * right
+            big = (
+                f"{_short(left)} ** {_short(right)} has about {bits:,} bits, more than the 65,536 a template may build"
+            )
+            return big if bits > 65_536 else None
+        else:
+            return None
+        big = f"{op} makes {size:,} characters or items, more than the {RENDER_CHARS:,} a prompt may have"
+        return big if size > RENDER_CHARS else None
+
+    class Bounded(base):
+        intercepted_binops = frozenset(("*", "**", "+"))
+
+        def call_binop(self, context, operator, left, right):
+            why = too_big(operator, left, right)
+            if why:
+                raise RenderLimit(why)
+            return super().call_binop(context, operator, left, right)
+
+    return Bounded
+
+
+def _short(v) -> str:
+    t = repr(v)
+    return t if len(t) <= 20 else t[:17] + "..."
 
 
 def merge_system(messages: list[dict]) -> list[dict] | None:
@@ -117,13 +215,15 @@ def _compile(text: str, where: str):
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[ext.loopcontrols])
+    env = _bounded_env(ImmutableSandboxedEnvironment)(
+        trim_blocks=True, lstrip_blocks=True, extensions=[ext.loopcontrols]
+    )
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     try:
         return env.from_string(text)
-    except TemplateError as e:
+    except (TemplateError, RecursionError, MemoryError) as e:
         raise BadInput(
             f"{where}: not a Jinja chat template ({type(e).__name__}: {e}); pass a working one with "
             "--chat-template FILE"
