@@ -93,19 +93,34 @@ def test_features_import_names_the_meta_file_and_bad_setting_and_leaves_no_store
 
     home, dump = tmp_path / "home", tmp_path / "dump"
     dump.mkdir()
-    good = store_meta("m", None, FactSettings(sentence_paragraphs=3), index_info(gold_index.index_dir))
+    good = store_meta("openai:ORG--NAME", None, FactSettings(sentence_paragraphs=3), index_info(gold_index.index_dir))
     bad = json.loads(json.dumps(good))
     bad["facts"]["k"] = "ten"
     (dump / "meta.json").write_text(json.dumps(bad))
-    rec = {"qid": "q1", "question": "Is it?", "facts": [], "states": {}, "made_with": "0123456789abcdef"}
+    import numpy as np
+
+    from sqa.facts.prompt import QuestionFeatures
+    from sqa.facts.sources import Fact
+
+    v = np.arange(8, dtype=np.float32) / 8
+    fact = [Fact("a fact", "wikipedia", "A-1", 3.0)]
+    rec = QuestionFeatures("q1", "Is it?", fact, ["A-1"], [5.0], {"plain": v}, {"plain": 0.1}, label=True).to_dict()
+    rec["made_with"] = "0123456789abcdef"  # another store's stamp
     (dump / "train.jsonl").write_text(json.dumps(rec) + "\n")
     args = ["features", "import", dump / "train.jsonl", "--meta", dump / "meta.json"]
-    line = one_error_line(fake_states_sqa(home, *args, "--index-dir", gold_index.index_dir))
-    assert str(dump / "meta.json") in line and "facts.k" in line and "'ten'" in line, line
-    assert "made_with" not in line, line
-    assert not (home / "features").exists() or not any((home / "features").rglob("*")), list(
-        (home / "features").rglob("*")
+    line = one_error_line(
+        fake_states_sqa(home, *args, "--model", "openai:ORG/NAME", "--index-dir", gold_index.index_dir)
     )
+    assert str(dump / "meta.json") in line and "facts.k" in line and "ten" in line, line
+    assert "made_with" not in line, line
+    assert not (home / "features").exists(), list((home / "features").rglob("*"))
+    # a meta that is right, records of another store: refused (naming the record), and no new store is left
+    (dump / "meta.json").write_text(json.dumps(good))
+    line = one_error_line(
+        fake_states_sqa(home, *args, "--model", "openai:ORG/NAME", "--index-dir", gold_index.index_dir)
+    )
+    assert f"{dump / 'train.jsonl'}:1: field 'made_with'" in line, line
+    assert not (home / "features").exists(), list((home / "features").rglob("*"))
 
 
 # --- item 10: corpus, download, predictions and dataset files ----------------------------------------
