@@ -21,6 +21,14 @@ def text_arg(where: str, name: str, value, allow_question: bool = False) -> None
     from sqa.types import Question
 
     if isinstance(value, str) or (allow_question and isinstance(value, Question)):
+        text = value if isinstance(value, str) else value.question
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:  # bytes that are not UTF-8 on the command line, or a lone surrogate
+            raise BadInput(
+                f"{where}: the {name} {_shown(text)} is not Unicode text ({text[e.start]!r} at character "
+                f"{e.start + 1}: bytes that are not UTF-8?); type it again as UTF-8"
+            ) from None
         return
     raise BadInput(
         f"{where}: {name} must be text (a str), not {type(value).__name__} {_shown(value)}"
