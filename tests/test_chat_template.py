@@ -242,5 +242,5 @@ def test_the_transformers_reader_takes_a_template_file_and_merges_a_refused_syst
     assert m.render(PROMPT) == hf_reference(GEMMA2, bos, m.tokenizer.eos_token, merged) + PROMPT.reply
     assert 0.0 <= m.yes_probability([PROMPT])[0] <= 1.0
     f.write_text("{{ raise_exception('only tools') }}", encoding="utf-8")
-    with pytest.raises(BadInput, match=r"tiny-qwen2: its chat template failed to render a prompt \(only tools\)"):
+    with pytest.raises(BadInput, match=r"gemma\.jinja: its chat template failed to render a prompt \(only tools\)"):
         HFModel(str(d), device="cpu", chat_template=f).render(PROMPT)

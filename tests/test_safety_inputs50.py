@@ -24,6 +24,13 @@ RAISES = {  # a template that raises as it renders, and what the line must name
         "{% set ns = namespace(s='xy') %}{% for i in range(26) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
         "characters",
     ),
+    "huge join": (
+        "{% set ns = namespace(s='xy') %}{% for i in range(26) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+        "characters",
+    ),
+    "huge padding": ("{{ messages[0].content.ljust(100000000) }}", "characters"),
+    "huge format": ("{{ '{:>100000000}'.format(1) }}", "characters"),
+    "huge filter": ("{{ messages[0].content|center(100000000) }}", "characters"),
 }
 OK_TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
 
@@ -71,6 +78,28 @@ def test_the_cli_ends_a_raising_gguf_or_file_template_in_one_line_exit_2(tmp_pat
         r = run_sqa([*base, "--out", out, *extra], env={"SQA_HOME": str(tmp_path / "home")}, timeout=90, cwd=tmp_path)
         line = one_error_line(r, notices=True)
         assert where in line and named in line, line
+
+
+def test_a_transformers_checkpoint_with_a_raising_template_file_is_one_bad_input(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tiny_hf import build_tiny_checkpoint
+
+    import sqa.models.chat as chat
+    from sqa.models.hf import HFModel
+
+    d = build_tiny_checkpoint(tmp_path / "tiny-qwen2")
+    for name, text, named in (
+        ("div.jinja", RAISES["division"][0], "ZeroDivisionError"),
+        ("deep.jinja", RAISES["recursion"][0], "RecursionError"),
+        ("slow.jinja", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "1 s"),
+    ):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        monkeypatch.setattr(chat, "RENDER_SECONDS", 1.0, raising=False)
+        m = HFModel(str(d), device="cpu", chat_template=tmp_path / name)
+        with pytest.raises(BadInput) as e:
+            m.render(PROMPT)
+        assert str(e.value).startswith(f"{tmp_path / name}: ") and named in str(e.value), str(e.value)
 
 
 @pytest.mark.parametrize("command", ["ask", "eval"])
