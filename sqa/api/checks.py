@@ -93,3 +93,13 @@ def out_folder_arg(where: str, name: str, value) -> None:
             f"{where}: {name}={str(value)!r}: cannot make the folder there ({e.strerror or type(e).__name__} in "
             f"{parent}); give a writable folder"
         ) from None
+
+
+def template_goes(reader: str, chat_template, apply_chat_template: bool) -> None:
+    """A ``--chat-template`` file with the facts reader (``reader`` "facts") only together with
+    ``--apply-chat-template``: its plain-text prompts use no template, so the file would be ignored."""
+    if chat_template is not None and reader == "facts" and not apply_chat_template:
+        raise BadInput(
+            f"--chat-template {Path(chat_template).name}: no effect with the facts reader, whose prompts are "
+            "plain text; add --apply-chat-template to read them in that template, or use --reader steps"
+        )
