@@ -14,8 +14,10 @@ a server's ``/v1/completions``): in the model's own chat template, or ChatML.
   system text merged into the first user turn (``system + "\\n\\n" + user``), as Gemma 3's own
   template does.
 - A template renders within limits (issue 50 item 7): at most ``RENDER_SECONDS`` of running and
-  ``RENDER_CHARS`` characters (``*``, ``**`` and ``+`` refuse to build more); one that raises
-  (division by zero, endless recursion) or runs past them is one BadInput line naming its source.
+  ``RENDER_CHARS`` characters (``*``, ``**``, ``+``, ``%``, ``~``, calls and filters refuse to
+  build more: ``_bounded_env``); one that raises (division by zero, endless recursion) or runs past
+  them is one BadInput line naming its source. transformers' rendering (``sqa.models.hf``) runs
+  under the same deadline (``render_deadline``).
 - ChatML (no template): each turn is ``<|im_start|>{role}\\n{content}<|im_end|>\\n``; the open
   assistant turn is ``<|im_start|>assistant\\n`` followed by the reply so far. This is what
   Qwen2.5's own template gives for a conversation that opens with a system message (every
@@ -193,8 +195,11 @@ def _wide(how: str, fmt: str) -> str | None:
     """Why format string ``fmt`` (``%`` or ``str.format``) pads past ``RENDER_CHARS``, or None."""
     import re
 
-    widths = [int(w) for w in re.findall(r"\d{7,}", fmt)]
-    big = max(widths, default=0)
+    if how == "%":  # %[flags][width][.precision]
+        found = [n for pair in re.findall(r"%[-+ #0]*(\d*)(?:\.(\d*))?", fmt) for n in pair]
+    else:  # {field:spec}: the numbers of each spec
+        found = [n for spec in re.findall(r"\{[^{}]*:([^{}]*)\}", fmt) for n in re.findall(r"\d+", spec)]
+    big = max((int(n) for n in found if n), default=0)
     return (
         f"a {how} format width of {big:,}, more than the {RENDER_CHARS:,} characters a prompt may have"
         if big > RENDER_CHARS
