@@ -55,6 +55,10 @@ def load_json(path: str | Path):
             f"{path}: JSON nested too deeply (arrays/objects inside each other thousands of times); "
             "fix or re-download the file"
         ) from None
+    except UnicodeDecodeError as e:
+        raise BadInput(
+            f"{path}: not UTF-8 text ({e.reason}: byte 0x{e.object[e.start]:02x}); save the file as UTF-8"
+        ) from None
     except (lzma.LZMAError, EOFError) as e:  # a damaged or cut .xz / .gz file
         raise BadInput(f"{path}: not a readable compressed file ({e or type(e).__name__}); re-download it") from None
 
@@ -115,6 +119,15 @@ def _strings(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
+def _unicode(t) -> bool:
+    """Whether ``t`` is not a str, or a str that is Unicode text (no lone surrogate)."""
+    try:
+        t.encode("utf-8") if isinstance(t, str) else None
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _evidence_ok(v) -> bool:
     """StrategyQA's evidence annotation: annotators -> steps -> items, each item a list of evidence
     IDs or a tag ("operation", "no_evidence")."""
@@ -155,6 +168,9 @@ def entry_problem(d) -> str | None:
     for key in ("term", "description"):
         if d.get(key) is not None and not isinstance(d[key], str):
             return f"field '{key}' must be a string, got {json.dumps(d[key])[:40]}"
+    for key in ("qid", "question", "term", "description", "facts", "decomposition"):
+        if any(not _unicode(t) for t in ([d[key]] if isinstance(d.get(key), str) else d.get(key) or [])):
+            return f"field {key!r} holds a lone surrogate (JSON \\ud800-\\udfff), not Unicode text"
     return None
 
 
@@ -202,7 +218,11 @@ def load_dataset_file(path: str | Path, strict: bool = False, skipped: list | No
                             raise BadInput(f"{path}:{n}: JSON nested too deeply; fix the line") from None
         except FileNotFoundError:
             raise BadInput(f"{path}: file not found") from None
-        except (OSError, UnicodeDecodeError) as e:
+        except UnicodeDecodeError as e:
+            raise BadInput(
+                f"{path}: not UTF-8 text ({e.reason}: byte 0x{e.object[e.start]:02x}); save the file as UTF-8"
+            ) from None
+        except OSError as e:
             raise BadInput(f"{path}: cannot read ({e})") from None
     else:
         rows = load_json(path)

@@ -737,3 +737,74 @@ def write_log_odds_head(path, model: str = "openai:fake-reader", form: str = "te
     prov = {"note": "test head", **({"prompt": prompt_version(form)} if form != "text" else {})}
     AnswerHead(FeatureSpec((), ("plain",), ()), np.asarray([1.0], dtype=np.float32), 0.0, model, None, prov).save(path)
     return path
+
+
+# --- tiny GGUF files (the gguf package) -------------------------------------------------------------
+
+SPECIALS = [
+    "<unk>",
+    "<|begin_of_text|>",
+    "<|eot_id|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<bos>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<|im_start|>",
+    "<|im_end|>",
+]
+
+
+def tiny_gguf(path, template: str | None, bos: str = "<|begin_of_text|>"):
+    """A loadable 1-layer llama GGUF (8-wide, SentencePiece vocabulary of the special tokens, 256
+    bytes and a few words; random weights) whose metadata carries ``template``, ``bos`` its BOS token
+    (issue 42's tests/test_chat_template.py and issue 50's tests/test_safety_inputs50.py)."""
+    import numpy as np
+    import pytest
+
+    gguf = pytest.importorskip("gguf", reason="the gguf package (the hf extra) writes the test's GGUF files")
+    w = gguf.GGUFWriter(str(path), "llama")
+    for add, v in (
+        (w.add_block_count, 1),
+        (w.add_context_length, 256),
+        (w.add_embedding_length, 8),
+        (w.add_feed_forward_length, 16),
+        (w.add_rope_dimension_count, 4),
+        (w.add_head_count, 2),
+        (w.add_head_count_kv, 2),
+        (w.add_layer_norm_rms_eps, 1e-5),
+    ):
+        add(v)
+    T = gguf.TokenType
+    toks = SPECIALS + [f"<0x{i:02X}>" for i in range(256)] + ["▁", "▁Yes", "▁No", "Question", ":"]
+    w.add_tokenizer_model("llama")
+    w.add_token_list(toks)
+    w.add_token_scores([0.0] * len(toks))
+    w.add_token_types([T.UNKNOWN] + [T.CONTROL] * (len(SPECIALS) - 1) + [T.BYTE] * 256 + [T.NORMAL] * 5)
+    w.add_bos_token_id(SPECIALS.index(bos))
+    w.add_eos_token_id(SPECIALS.index("<|eot_id|>"))
+    w.add_unk_token_id(0)
+    if template is not None:
+        w.add_chat_template(template)
+    rng = np.random.default_rng(0)
+    E, F, V = 8, 16, len(toks)
+    for name, shape in (
+        ("token_embd", (V, E)),
+        ("output_norm", (E,)),
+        ("output", (V, E)),
+        ("blk.0.attn_norm", (E,)),
+        ("blk.0.attn_q", (E, E)),
+        ("blk.0.attn_k", (E, E)),
+        ("blk.0.attn_v", (E, E)),
+        ("blk.0.attn_output", (E, E)),
+        ("blk.0.ffn_norm", (E,)),
+        ("blk.0.ffn_gate", (F, E)),
+        ("blk.0.ffn_up", (F, E)),
+        ("blk.0.ffn_down", (E, F)),
+    ):
+        w.add_tensor(f"{name}.weight", (rng.standard_normal(shape) * 0.1).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

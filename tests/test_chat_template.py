@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
+from helpers import SPECIALS, tiny_gguf as _tiny_gguf
 from sqa.types import BadInput, ChatPrompt, SqaError
 
 # Meta's Llama-3 Instruct template (tokenizer_config.json of meta-llama/Meta-Llama-3-8B-Instruct)
@@ -29,18 +29,6 @@ GEMMA2 = (
     "{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
     "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"
 )
-SPECIALS = [
-    "<unk>",
-    "<|begin_of_text|>",
-    "<|eot_id|>",
-    "<|start_header_id|>",
-    "<|end_header_id|>",
-    "<bos>",
-    "<start_of_turn>",
-    "<end_of_turn>",
-    "<|im_start|>",
-    "<|im_end|>",
-]
 PROMPT = ChatPrompt(
     (
         ("system", "Answer yes/no questions. Finish with 'Answer: Yes' or 'Answer: No'."),
@@ -53,54 +41,8 @@ PROMPT = ChatPrompt(
 
 
 def tiny_gguf(path, template: str | None):
-    """A loadable 1-layer llama GGUF (8-wide, SentencePiece vocabulary of the special tokens, 256
-    bytes and a few words; random weights) whose metadata carries ``template``."""
-    gguf = pytest.importorskip("gguf", reason="the gguf package (the hf extra) writes the test's GGUF files")
-    w = gguf.GGUFWriter(str(path), "llama")
-    for add, v in (
-        (w.add_block_count, 1),
-        (w.add_context_length, 256),
-        (w.add_embedding_length, 8),
-        (w.add_feed_forward_length, 16),
-        (w.add_rope_dimension_count, 4),
-        (w.add_head_count, 2),
-        (w.add_head_count_kv, 2),
-        (w.add_layer_norm_rms_eps, 1e-5),
-    ):
-        add(v)
-    T = gguf.TokenType
-    toks = SPECIALS + [f"<0x{i:02X}>" for i in range(256)] + ["▁", "▁Yes", "▁No", "Question", ":"]
-    w.add_tokenizer_model("llama")
-    w.add_token_list(toks)
-    w.add_token_scores([0.0] * len(toks))
-    w.add_token_types([T.UNKNOWN] + [T.CONTROL] * (len(SPECIALS) - 1) + [T.BYTE] * 256 + [T.NORMAL] * 5)
-    w.add_bos_token_id(SPECIALS.index("<bos>" if template == GEMMA2 else "<|begin_of_text|>"))
-    w.add_eos_token_id(SPECIALS.index("<|eot_id|>"))
-    w.add_unk_token_id(0)
-    if template is not None:
-        w.add_chat_template(template)
-    rng = np.random.default_rng(0)
-    E, F, V = 8, 16, len(toks)
-    for name, shape in (
-        ("token_embd", (V, E)),
-        ("output_norm", (E,)),
-        ("output", (V, E)),
-        ("blk.0.attn_norm", (E,)),
-        ("blk.0.attn_q", (E, E)),
-        ("blk.0.attn_k", (E, E)),
-        ("blk.0.attn_v", (E, E)),
-        ("blk.0.attn_output", (E, E)),
-        ("blk.0.ffn_norm", (E,)),
-        ("blk.0.ffn_gate", (F, E)),
-        ("blk.0.ffn_up", (F, E)),
-        ("blk.0.ffn_down", (E, F)),
-    ):
-        w.add_tensor(f"{name}.weight", (rng.standard_normal(shape) * 0.1).astype(np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    """``helpers.tiny_gguf`` with Gemma's ``<bos>`` for Gemma-2's template, Llama-3's otherwise."""
+    return _tiny_gguf(path, template, bos="<bos>" if template == GEMMA2 else "<|begin_of_text|>")
 
 
 def hf_reference(template: str, bos: str, eos: str, messages) -> str:
@@ -300,5 +242,5 @@ def test_the_transformers_reader_takes_a_template_file_and_merges_a_refused_syst
     assert m.render(PROMPT) == hf_reference(GEMMA2, bos, m.tokenizer.eos_token, merged) + PROMPT.reply
     assert 0.0 <= m.yes_probability([PROMPT])[0] <= 1.0
     f.write_text("{{ raise_exception('only tools') }}", encoding="utf-8")
-    with pytest.raises(BadInput, match=r"tiny-qwen2: its chat template failed to render a prompt \(only tools\)"):
+    with pytest.raises(BadInput, match=r"gemma\.jinja: its chat template failed to render a prompt \(only tools\)"):
         HFModel(str(d), device="cpu", chat_template=f).render(PROMPT)

@@ -21,6 +21,14 @@ def text_arg(where: str, name: str, value, allow_question: bool = False) -> None
     from sqa.types import Question
 
     if isinstance(value, str) or (allow_question and isinstance(value, Question)):
+        text = value if isinstance(value, str) else value.question
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:  # bytes that are not UTF-8 on the command line, or a lone surrogate
+            raise BadInput(
+                f"{where}: the {name} {_shown(text)} is not Unicode text ({text[e.start]!r} at character "
+                f"{e.start + 1}: bytes that are not UTF-8?); type it again as UTF-8"
+            ) from None
         return
     raise BadInput(
         f"{where}: {name} must be text (a str), not {type(value).__name__} {_shown(value)}"
@@ -85,3 +93,13 @@ def out_folder_arg(where: str, name: str, value) -> None:
             f"{where}: {name}={str(value)!r}: cannot make the folder there ({e.strerror or type(e).__name__} in "
             f"{parent}); give a writable folder"
         ) from None
+
+
+def template_goes(reader: str, chat_template, apply_chat_template: bool) -> None:
+    """A ``--chat-template`` file with the facts reader (``reader`` "facts") only together with
+    ``--apply-chat-template``: its plain-text prompts use no template, so the file would be ignored."""
+    if chat_template is not None and reader == "facts" and not apply_chat_template:
+        raise BadInput(
+            f"--chat-template {Path(chat_template).name}: no effect with the facts reader, whose prompts are "
+            "plain text; add --apply-chat-template to read them in that template, or use --reader steps"
+        )

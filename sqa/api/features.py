@@ -37,7 +37,6 @@ def import_features(
     Raises :class:`sqa.types.BadInput` for a missing file or meta file, :class:`sqa.types.IndexNotFound`
     for a missing index, :class:`sqa.types.StoreMismatch` (or SqaError) when the files do not
     belong to the store."""
-    from sqa.facts.features import FactSettings
     from sqa.facts.store import FeaturesStore, store_meta
     from sqa.models.registry import model_file_sha256, model_stem
     from sqa.paths import default_index_dir
@@ -61,10 +60,51 @@ def import_features(
     open_index(idx, backend).close()  # a missing index is named before anything is written
     info = index_info(idx, backend)
     safe = model_stem(model)
-    settings = FactSettings.from_dict(m["facts"])
-    with FeaturesStore(
-        FeaturesStore.default_root(safe, settings), store_meta(safe, model_file_sha256(model), settings, info)
-    ) as store:
-        done = store.read()
-        added, skipped = store.import_files(files, m, done, questions_by_id())
+    settings = meta_settings(m["facts"], meta_path)
+    root = FeaturesStore.default_root(safe, settings)
+    new = [d for d in (root, root.parent, root.parent.parent) if not d.exists()]  # the folders this import makes
+    try:
+        with FeaturesStore(root, store_meta(safe, model_file_sha256(model), settings, info)) as store:
+            done = store.read()
+            added, skipped = store.import_files(files, m, done, questions_by_id())
+    except BaseException:
+        if new and not any(root.glob("*.jsonl")):  # refused before a record was written: nothing is left behind
+            for name in ("meta.json", "lock"):
+                (root / name).unlink(missing_ok=True)
+            for d in new:
+                if d.is_dir() and not any(d.iterdir()):
+                    d.rmdir()
+        raise
     return ImportResult(added, skipped, store.root)
+
+
+# the whole-number settings of a features meta's ``facts`` and their least values
+_WHOLE = {"wiki": 0, "train": 0, "k": 1, "max_words": 1, "sentence_paragraphs": 1, "step_facts": 0}
+
+
+def meta_settings(facts: dict, meta_path: Path):
+    """The ``sqa.facts.features.FactSettings`` of a features meta file's ``facts`` object. Raises
+    BadInput naming ``meta_path`` and the setting (``facts.k``, ...) when one is of the wrong type or
+    out of range, before anything is written."""
+    from sqa.facts.features import FactSettings
+    from sqa.types import MAX_K, SqaError
+
+    def bad(key: str, what: str) -> BadInput:
+        return BadInput(
+            f"{meta_path}: setting 'facts.{key}' is {json.dumps(facts[key])[:40]}, not {what}; fix it to the "
+            "settings the features were read with (nothing was written)"
+        )
+
+    for key, low in _WHOLE.items():
+        v = facts.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not low <= v <= MAX_K):
+            raise bad(key, f"a whole number from {low} to {MAX_K:,}")
+    for key in ("scorer", "prompt"):
+        if facts.get(key) is not None and not isinstance(facts[key], str):
+            raise bad(key, "a string")
+    try:
+        return FactSettings.from_dict(facts)
+    except (SqaError, ValueError) as e:
+        raise BadInput(
+            f"{meta_path}: its 'facts' settings are not valid ({e}); fix them (nothing was written)"
+        ) from None

@@ -94,6 +94,8 @@ def score(
         source, preds = str(predictions), load_predictions(predictions)
     else:
         source, preds = "<predictions>", validate_predictions(dict(predictions))
+    if not preds:  # --allow-missing would score nothing and print a table of zeros
+        raise BadInput(f"{source}: no predictions (an empty object); nothing to score")
     known = questions_by_id()
     unknown = [qid for qid in preds if qid not in known]
     if unknown:

@@ -112,7 +112,8 @@ class Reader:
     OpenAI-compatible server; several URLs spread requests over several servers; ``api``: "auto",
     "chat" or "completions"; ``allow_model_alias``: accept answers naming another model), or a
     loaded ``sqa.types.LanguageModel``. ``chat_template``: a Jinja chat template file for the
-    steps reader's chat prompts (default: the model's own). ``apply_chat_template``: the facts
+    steps reader's chat prompts (default: the model's own; the facts reader takes one only with
+    ``apply_chat_template``, else BadInput). ``apply_chat_template``: the facts
     reader reads its prompts in the model's own chat template (the "chat" prompt form,
     ``sqa.facts.prompt``; a model served with ``api="chat"`` always does), answered by a head fitted
     on that form or zero-shot. ``prefill=False``: the steps reader reads its transcript in turns
@@ -157,7 +158,7 @@ class Reader:
         from sqa.presets import get_preset
         from sqa.types import MAX_K
 
-        from sqa.api.checks import int_arg, path_arg
+        from sqa.api.checks import int_arg, path_arg, template_goes
 
         if model is not None and not isinstance(model, (str, Path)) and not hasattr(type(model), "hidden_states"):
             raise BadInput(
@@ -201,6 +202,7 @@ class Reader:
             raise BadInput(f"top-k must be from 1 to {MAX_K:,} (got {k})")
         if head is not None and preset.reader != "facts":
             raise BadInput("head goes with the facts reader; the steps reader has no answer head")
+        template_goes(preset.reader, chat_template, apply_chat_template)
         if apply_chat_template and preset.reader != "facts":
             raise BadInput(
                 "--apply-chat-template goes with the facts reader; the steps reader's prompts are chat "

@@ -77,9 +77,11 @@ class AskSession:
         """Answer ``question`` -> ``sqa.api.ask.Asked``, exactly as ``sqa ask "QUESTION"`` does.
         Raises SqaError for an empty question, and what loading raises on the first call."""
         from sqa.api.ask import ask_question
+        from sqa.api.checks import text_arg
 
         if not question.strip():
             raise SqaError("empty question")
+        text_arg("sqa ask", "question", question)  # bytes that are not UTF-8 are named as the question's
         if (
             self.reader.loaded
         ):  # the model's state of a fresh process (llama.cpp: the KV cache of the prompt heads only)

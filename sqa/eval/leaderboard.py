@@ -58,7 +58,7 @@ def load_predictions(path: str | Path) -> dict[str, dict]:
     path = Path(path)
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            data = json.load(f, object_pairs_hook=_once_each)
     except FileNotFoundError:
         raise BadInput(f"{path}: predictions file not found; check the path") from None
     except IsADirectoryError:
@@ -71,12 +71,33 @@ def load_predictions(path: str | Path) -> dict[str, dict]:
         raise BadInput(f"{path}: not UTF-8 text (byte {e.start:,}); a predictions file is UTF-8 JSON") from None
     except json.JSONDecodeError as e:
         raise BadInput(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    except _Repeated as e:  # JSON would keep only the last of them: which one was meant is not known
+        what = f"key {e.key!r} appears twice in one entry" if e.key in KEYS else f"qid {e.key!r} is predicted twice"
+        raise BadInput(f"{path}: {what}; keep one (nothing was scored)") from None
     except RecursionError:  # issue 41 item 10: thousands of nested brackets
         raise BadInput(
             f"{path}: nested too deeply to be a predictions file (JSON arrays/objects inside each other "
             "thousands of times); a predictions file is {qid: {answer, decomposition, paragraphs}}"
         ) from None
     return validate_predictions(data, str(path))
+
+
+class _Repeated(ValueError):
+    """A key twice in one JSON object of a predictions file (``key``)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _once_each(pairs: list) -> dict:
+    """``object_pairs_hook`` of :func:`load_predictions`: the object, or _Repeated for a key given twice."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Repeated(k)
+        out[k] = v
+    return out
 
 
 def predictions_to_leaderboard(predictions: Iterable[Prediction], keys: Sequence[str] = KEYS) -> dict[str, dict]:

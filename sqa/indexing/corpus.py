@@ -117,6 +117,8 @@ def detect_format(path: str | Path) -> str:
         raw.close()
     if not head:
         return "jsonl"
+    if _later_line_is_jsonl(head):  # a bad first line is skipped and counted like any other (issue 50 item 10a)
+        return "jsonl"
     if head[:1] == b"{":
         first_line = head.split(b"\n", 1)[0]
         try:
@@ -134,6 +136,21 @@ def detect_format(path: str | Path) -> str:
             return "strategyqa"
         return "jsonl"
     raise BadInput(f"{path}:1: not a JSON corpus file (expected JSONL paragraphs or a StrategyQA paragraph dict)")
+
+
+def _later_line_is_jsonl(head: bytes, lines: int = 20) -> bool:
+    """Whether one of the next ``lines`` complete lines after the first of ``head`` is a JSONL
+    paragraph record (an object with ``title`` or ``para``): then the file is JSONL whatever its
+    first line holds."""
+    for line in head.split(b"\n")[1:-1][:lines]:
+        if line.strip()[:1] == b"{":
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and ("para" in obj or "title" in obj):
+                return True
+    return False
 
 
 def _open_jsonl(path: Path):
@@ -181,7 +198,33 @@ def _loads(line: bytes):
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
-        return json.loads(line)
+        obj = json.loads(line)
+    where = not_text_field(obj)  # orjson refuses lone surrogates; json takes them, and no index can write them
+    if where is not None:
+        raise NotText(f"field {where!r} holds a lone surrogate (\\ud800-\\udfff), not Unicode text; fix the line")
+    return obj
+
+
+class NotText(ValueError):
+    """A corpus record whose text holds a lone surrogate (JSON ``"\\ud800"``): not Unicode text."""
+
+
+def not_text_field(obj, key: str = "") -> str | None:
+    """The field (``key`` of the record) of the first string in ``obj`` that is not Unicode text
+    (a lone surrogate), or None."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return key or "the record"
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            where = not_text_field(k, "a key") or not_text_field(v, key or str(k))
+            if where is not None:
+                return where
+    elif isinstance(obj, list):
+        return next((w for w in (not_text_field(v, key) for v in obj) if w is not None), None)
+    return None
 
 
 def read_corpus_jsonl(
@@ -218,6 +261,9 @@ def read_corpus_jsonl(
                 if not line.strip():
                     continue
                 stats.record_error(name, lineno, f"invalid JSON ({e})", on_error, strict)
+                continue
+            except NotText as e:
+                stats.record_error(name, lineno, str(e), on_error, strict)
                 continue
             # the fast path: exact types as a JSON decoder makes them; anything else is checked
             # (and explained) by _record_error
@@ -293,6 +339,8 @@ def read_strategyqa_paragraphs(
         reason = optional_field_error(rec)
         if not eid.strip():
             reason = "empty evidence ID"
+        elif not_text_field({eid: rec}) is not None:
+            reason = f"field {not_text_field({eid: rec})!r} holds a lone surrogate, not Unicode text"
         elif title is not None and not isinstance(title, str):
             reason = f"wrong field type: title must be a string, got {_short(title)}"
         if reason:

@@ -238,7 +238,8 @@ def fetch_corpus(
     if dest.exists():
         raise SqaError(
             f"{dest}: a file of this name is already there, but not one this command downloaded and "
-            f"checked (no matching {record.name}); move it away, or index it with --corpus {dest}"
+            f"checked (no matching {record.name}); index it as it is with `sqa index --corpus full --corpus {dest}`, "
+            "or move it away to download the corpus"
         )
     try:
         d.mkdir(parents=True, exist_ok=True)
@@ -303,7 +304,8 @@ def _fetch_locked(
         if not part.is_file() or side is None or side.get("url") is None:
             raise SqaError(
                 f"{part}: a partial file that sqa did not record (no {part_sidecar(part).name} beside it), "
-                "so it is neither continued nor deleted; move it away, then run the same command again"
+                f"so it is neither continued nor deleted; if it is a whole copy of the corpus, index it with "
+                f"`sqa index --corpus full --corpus {part}`, else move it away, then run the same command again"
             )
         if side.get("url") != shown:
             _drop_part(part)  # ours (recorded), but of another URL: its bytes cannot continue this one

@@ -155,7 +155,9 @@ class TantivyBackend:
                 "wait for it to finish, then run the same command again"
             )
         hint = "run the same command again to resume"
-        if "os error 28" in msg or "No space left" in msg or self._disk_full():
+        if isinstance(e, UnicodeError):  # a paragraph no index can hold: running again fails the same way
+            hint = "a paragraph's text is not Unicode (a lone surrogate); fix that corpus line, then run again"
+        elif "os error 28" in msg or "No space left" in msg or self._disk_full():
             # a tantivy worker thread that hits a full disk reports only "A worker thread encountered
             # an error (io::Error most likely)", so the free space is checked too
             hint = "no space left on the device: free some space, then run the same command again to resume"

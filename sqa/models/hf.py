@@ -119,6 +119,7 @@ class HFModel(ModelBase):
                 "directory, a reachable hub name, a .gguf file or one of the built-in model names"
             ) from None
         self.model.eval()
+        self.chat_template_file = str(chat_template) if chat_template is not None else None
         if chat_template is not None:
             from sqa.models.chat import read_template_file
 
@@ -175,7 +176,7 @@ class HFModel(ModelBase):
         (``sqa.models.chat.merge_system``). Raises BadInput when the template fails otherwise."""
         from jinja2.exceptions import TemplateError
 
-        from sqa.models.chat import merge_system
+        from sqa.models.chat import RENDER_CHARS, RenderLimit, merge_system, render_deadline
 
         if not isinstance(prompt, ChatPrompt):
             return prompt
@@ -184,17 +185,27 @@ class HFModel(ModelBase):
         msgs = [{"role": r, "content": c} for r, c in prompt.messages]
         for attempt in (msgs, merge_system(msgs)):
             try:
-                return (
-                    self.tokenizer.apply_chat_template(attempt, tokenize=False, add_generation_prompt=True)
-                    + prompt.reply
-                )
+                with render_deadline():  # a template that loops without end is stopped (sqa.models.chat)
+                    text = self.tokenizer.apply_chat_template(attempt, tokenize=False, add_generation_prompt=True)
+                if len(text) > RENDER_CHARS:
+                    raise RenderLimit(f"it renders more than the {RENDER_CHARS:,} characters a prompt may have")
+                return text + prompt.reply
             except TemplateError as e:
                 if attempt is msgs and merge_system(msgs) is not None:
                     continue
-                raise BadInput(
-                    f"--model {self.name}: its chat template failed to render a prompt ({e}); pass a "
-                    "working one with --chat-template FILE"
-                ) from None
+                raise self._template_failed(e) from None
+            except Exception as e:  # the template's own fault: ZeroDivisionError, RecursionError, ...
+                raise self._template_failed(e) from None
+
+    def _template_failed(self, e: BaseException) -> BadInput:
+        """The one line for a chat template that failed, naming its source (the file or the model)."""
+        from sqa.models.chat import template_failure
+
+        where = self.chat_template_file or f"--model {self.name}"
+        return BadInput(
+            f"{where}: its chat template failed to render a prompt ({template_failure(e)}); pass a "
+            "working one with --chat-template FILE"
+        )
 
     def _encode(self, prompts: Sequence[str]):
         enc = self.tokenizer(
