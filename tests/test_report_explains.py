@@ -227,3 +227,18 @@ def test_a_run_records_its_command_without_credentials(tmp_path, gold_index, mon
 
     monkeypatch.setattr(sqa.cli, "INVOCATION", "sqa eval --base-url http://bob:Pw9Secret@127.0.0.1:9/v1")
     assert "Pw9Secret" not in invocation() and "127.0.0.1:9/v1" in invocation()
+
+
+def test_a_calibrated_p_yes_shows_the_models_own_readings_behind_it(facts_page):
+    """Under each calibrated P(yes), report.html names the model's own readings the answer head
+    turned into it (plain and facts, as traces.jsonl's signals)."""
+    import html
+    import re
+
+    page = html.unescape((facts_page / "report.html").read_text())
+    recs = traces(facts_page)
+    qid, rec = next(iter(recs.items()))
+    row = page[page.index(f'data-qid="{qid}"') :]
+    row = row[: row.index("</tr>")]
+    want = ", ".join(f"{k} {v:.2f}" for k, v in rec["signals"].items())
+    assert re.search(r"from: " + re.escape(want), row), (want, row[:3000])

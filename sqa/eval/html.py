@@ -84,6 +84,7 @@ def _cell(rec: dict, q: Question | None, has_recall: bool) -> dict:
         "correct": None if gold is None else answer == gold,
         "p_yes": None if p is None else float(p),
         "calibrated": record_calibrated(rec),
+        "readings": {k: float(v) for k, v in (rec.get("signals") or {}).items() if isinstance(v, (int, float))},
         "confidence": None if p is None else (float(p) if answer else 1 - float(p)),
         "recall": recall_at_k(q.evidence, rec.get("paragraphs") or []) if has_recall and q is not None else None,
         "paragraphs": [(e, e in gold_ids) for e in rec.get("paragraphs") or []],
