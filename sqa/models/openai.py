@@ -136,6 +136,10 @@ class OpenAIModel(ServedCompletions, ServedTemplate, LoadRecord, LoadProbes, Mod
         cache: ResponseCache | bool | None = None,
         chat_template=None,
     ):
+        if chat_template is not None:  # a missing or broken file: one line before anything else
+            from sqa.models.chat import check_template_file
+
+            check_template_file(chat_template)
         try:
             import openai  # noqa: F401
         except ImportError:
@@ -143,10 +147,6 @@ class OpenAIModel(ServedCompletions, ServedTemplate, LoadRecord, LoadProbes, Mod
                 "--model openai:NAME needs the openai package; install it with "
                 "`pip install 'sqa[server]'` (or `pip install openai`)"
             ) from None
-        if chat_template is not None:  # a missing or broken file: one line before any server is asked
-            from sqa.models.chat import check_template_file
-
-            check_template_file(chat_template)
         opts = ServedOptions.of(base_url)
         opts = replace(opts, api=api or opts.api, allow_model_alias=bool(allow_model_alias or opts.allow_model_alias))
         self.options, self.served, self.name = opts, name, PREFIX + name
