@@ -13,12 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Literal, Protocol, Sequence, Union, runtime_checkable
 
-# Names a caller can complete (checked against sqa.presets.PRESETS, sqa.methods.registry.METHODS and
-# sqa.strategyqa.SPLITS by tests/test_api.py)
+# Names a caller can complete (checked against sqa.presets.PRESETS and sqa.strategyqa.SPLITS by
+# tests/test_api.py; the methods' names: sqa.methods.registry.MethodName)
 PresetName = Literal["facts", "no-retrieval", "oracle-facts", "oracle-paragraphs", "steps"]
-MethodName = Literal[
-    "direct", "cot", "sc", "self-ask", "rag", "iter-retgen", "ircot", "flare", "dragin", "bigbench", "facts", "steps"
-]
 SplitName = Literal["train", "dev", "train-2061", "all", "test"]
 
 

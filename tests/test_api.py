@@ -336,10 +336,10 @@ def test_the_literal_names_are_the_presets_methods_and_splits_sqa_takes():
     names sqa accepts."""
     import typing
 
-    from sqa.methods.registry import METHODS
+    from sqa.methods.registry import METHODS, MethodName
     from sqa.presets import PRESETS
     from sqa.strategyqa import SPLITS
-    from sqa.types import MethodName, PresetName, SplitName
+    from sqa.types import PresetName, SplitName
 
     assert set(typing.get_args(PresetName)) == set(PRESETS)
     assert set(typing.get_args(MethodName)) == set(METHODS)

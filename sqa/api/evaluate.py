@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 from sqa.eval.results import Run, default_run_dir
-from sqa.types import BadInput, MethodName, Question, SplitName
+from sqa.types import BadInput, Question, SplitName
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from sqa.api.reader import Reader
+    from sqa.methods.registry import MethodName
 
 
 ANSWERING = ("auto", "head", "out-of-fold")  # how evaluate() may answer (run.json records the one used)

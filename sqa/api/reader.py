@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, Union
 
 from sqa.facts.sources import Fact
-from sqa.types import BadInput, MethodName, PresetName, Question
+from sqa.types import BadInput, PresetName, Question
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from sqa.api.index import Index
     from sqa.methods.base import Method
+    from sqa.methods.registry import MethodName
     from sqa.presets import Preset
     from sqa.trace import ReasoningResult, StepTrace
     from sqa.types import LanguageModel
@@ -113,10 +114,9 @@ class Reader:
     "chat" or "completions"; ``allow_model_alias``: accept answers naming another model), or a
     loaded ``sqa.types.LanguageModel``. ``chat_template``: a Jinja chat template file for the
     steps reader's chat prompts (default: the model's own; the facts reader takes one only with
-    ``apply_chat_template``, else BadInput). ``apply_chat_template``: the facts
-    reader reads its prompts in the model's own chat template (the "chat" prompt form,
-    ``sqa.facts.prompt``; a model served with ``api="chat"`` always does), answered by a head fitted
-    on that form or zero-shot. ``prefill=False``: the steps reader reads its transcript in turns
+    ``apply_chat_template``, else BadInput). ``apply_chat_template``: the facts reader reads its
+    prompts in the model's own chat template (the "chat" prompt form, ``sqa.facts.prompt``; a model
+    served with ``api="chat"`` always does), answered by a head fitted on that form or zero-shot. ``prefill=False``: the steps reader reads its transcript in turns
     (``sqa.steps.prompts``), as it reads a chat server without assistant prefill. ``index``: an :class:`sqa.Index`, an index directory, or None
     (``$SQA_HOME/index``); not opened by presets that read no evidence. ``k``: paragraphs
     retrieved (top-k); ``head``: an answer head file for the facts reader (default: the model's

@@ -1,7 +1,8 @@
 """The shipped methods by name, loading a method of your own (``module:Class``), and checking
 that a model and an index give what a method needs.
 
-Add a method: its own module under ``sqa/methods/`` and one line in :data:`METHODS`.
+Add a method: its own module under ``sqa/methods/``, one line in :data:`METHODS` and its name in
+``MethodName``.
 """
 
 from __future__ import annotations
@@ -9,9 +10,15 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
+from typing import Literal
 
 from sqa.types import BadInput
 
+# the registry: a method's name and its class; MethodName repeats the names for an editor to
+# complete (tests/test_api.py holds the two equal), so a new method is one line here and its name there
+MethodName = Literal[
+    "direct", "cot", "sc", "self-ask", "rag", "iter-retgen", "ircot", "flare", "dragin", "bigbench", "facts", "steps"
+]
 METHODS: dict[str, str] = {
     "direct": "sqa.methods.direct:Direct",
     "cot": "sqa.methods.cot:CoT",
