@@ -91,8 +91,18 @@ def seconds(m: dict) -> str:
 
 
 def ask_speed() -> str:
-    """The footnote for "—†": ``sqa ask``'s speed with the facts reader (ask.json ``facts_reader``)."""
-    f = load(RESULTS / "ask.json").get("qwen2.5-coder-1.5b", {}).get("facts_reader")
+    """The footnote for "—†": ``sqa ask``'s speed with the facts reader (ask.json ``phases``, from
+    ``python -m bench.ask_phases``; else the older ``facts_reader`` entry)."""
+    entry = load(RESULTS / "ask.json").get("qwen2.5-coder-1.5b", {})
+    if p := entry.get("phases"):
+        later = p["session"]["seconds_to_each_answer"][1:]
+        wall = p["one_question"]["phases_median_s"]["wall (sqa's)"]
+        return (
+            f" `sqa ask` with the facts reader: {wall:.1f} s for one "
+            f"command, {min(later):.1f}-{max(later):.1f} s a later question in `sqa ask -` (`ask.json` `phases`, "
+            f"{len(p['session']['seconds_to_each_answer'])} dev questions)."
+        )
+    f = entry.get("facts_reader")
     if not f:
         return ""
     return (
