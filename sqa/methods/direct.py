@@ -17,23 +17,20 @@ class Direct(Method):
     defaults = {}
     exemplars = "wei"
     answer_rule = "forced"  # P(yes) of the first answer token after "So the answer is"
+    prompt = staticmethod(P.direct_prompt)  # question -> the text whose next token is read
 
     def answer(self, question, tools):
-        p = tools.p_yes(P.direct_prompt(question))
+        p = tools.p_yes(self.prompt(question))
         return MethodOutput(p >= 0.5, p, True)
 
 
-class BigBench(Method):
-    """Zero-shot: P(yes) of the answer after BIG-bench's "Q: {question}\\nA:", as
+class BigBench(Direct):
+    """``Direct`` zero-shot: P(yes) of the answer after BIG-bench's "Q: {question}\\nA:", as
     lm-evaluation-harness's ``bigbench_strategyqa_multiple_choice`` task scores Yes against No
     (``sqa.methods.prompts.BIGBENCH_SOURCE``, with its FALLBACK note). No exemplars, no head."""
 
     name = "bigbench"
     source = "BIG-bench strategyqa, zero-shot, as lm-evaluation-harness scores it; " + cite(P.BIGBENCH_SOURCE)
-    needs = ("p_yes",)
-    defaults = {}
+    exemplars = ""
     answer_rule = "forced"  # the argmax of P(Yes) and P(No) of the first answer token
-
-    def answer(self, question, tools):
-        p = tools.p_yes(P.bigbench_prompt(question))
-        return MethodOutput(p >= 0.5, p, True)
+    prompt = staticmethod(P.bigbench_prompt)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 from sqa.methods import rules
 from sqa.types import Hit, Prompt, SqaError
@@ -73,6 +74,18 @@ class Tools:
     def _usage(self) -> dict | None:
         return self.model.usage()
 
+    @contextmanager
+    def _counted(self, call: str, **fields) -> Iterator[dict]:
+        """Around one model call: the body runs, then the call is counted (one call, its tokens and
+        seconds) and the yielded log entry (``call``, ``fields`` and what the body adds) is logged.
+        A call that raises is neither counted nor logged."""
+        started, before = time.perf_counter(), self._usage()
+        entry = {"call": call, **fields}
+        yield entry
+        self.cost.calls += 1
+        self._count(before, started)
+        self.log.append(entry)
+
     def _count(self, before: dict | None, started: float) -> None:
         after = self._usage()
         for key, name in (("prompt_tokens", "prompt_tokens"), ("completion_tokens", "generated_tokens")):
@@ -99,16 +112,14 @@ class Tools:
         setting, else 256) tokens each, cut before the first of ``stop``. ``temperature`` 0 is
         greedy; ``seed`` defaults to the ``seed`` setting (else 0). One counted call. Raises
         SqaError when the model cannot sample or give logprobs."""
-        started, before = time.perf_counter(), self._usage()
         limit = max_tokens or self.settings.get("max_tokens") or 256
         seed = (self.settings.get("seed") or 0) if seed is None else seed
-        out = self.model.complete(
-            [prompt], limit, tuple(stop), temperature=temperature, seed=seed, n=n, logprobs=logprobs
-        )[0]
-        self.cost.calls += 1
-        self.cost.generations += len(out)
-        self._count(before, started)
-        self.log.append({"call": "generate", "n": n, "temperature": temperature, "texts": [g.text for g in out]})
+        with self._counted("generate", n=n, temperature=temperature) as entry:
+            out = self.model.complete(
+                [prompt], limit, tuple(stop), temperature=temperature, seed=seed, n=n, logprobs=logprobs
+            )[0]
+            self.cost.generations += len(out)
+            entry["texts"] = [g.text for g in out]
         return out
 
     def attend(self, prompt: Prompt, max_tokens: int | None = None, stop: Sequence[str] = ()):
@@ -118,32 +129,26 @@ class Tools:
         call. Raises SqaError when the model gives no attention weights."""
         if not hasattr(self.model, "attend"):
             raise SqaError(f"{self.model.name} gives no attention weights (a bug in the method's `needs`)")
-        started, before = time.perf_counter(), self._usage()
-        out = self.model.attend(prompt, max_tokens or self.settings.get("max_tokens") or 256, tuple(stop))
-        self.cost.calls += 1
-        self.cost.generations += 1
-        self._count(before, started)
-        self.log.append({"call": "attend", "texts": [out.text]})
+        with self._counted("attend") as entry:
+            out = self.model.attend(prompt, max_tokens or self.settings.get("max_tokens") or 256, tuple(stop))
+            self.cost.generations += 1
+            entry["texts"] = [out.text]
         return out
 
     def word_attention(self, text: str) -> tuple[list[str], list[list[float]]]:
         """The words of ``text`` and, per word, the attention it pays to each word before it (the
         model's ``word_attention``): one forward pass, one counted call."""
-        started, before = time.perf_counter(), self._usage()
-        words, rows = self.model.word_attention(text)
-        self.cost.calls += 1
-        self._count(before, started)
-        self.log.append({"call": "word_attention", "words": len(words)})
+        with self._counted("word_attention") as entry:
+            words, rows = self.model.word_attention(text)
+            entry["words"] = len(words)
         return words, rows
 
     def p_yes(self, prompt: Prompt) -> float:
         """P(yes) of the next token after ``prompt`` (``LanguageModel.yes_probability``), in [0, 1]. One counted call."""
-        started, before = time.perf_counter(), self._usage()
-        p = float(self.model.yes_probability([prompt])[0])
-        self.cost.calls += 1
-        self.cost.p_yes_reads += 1
-        self._count(before, started)
-        self.log.append({"call": "p_yes", "p_yes": round(p, 6)})
+        with self._counted("p_yes") as entry:
+            p = float(self.model.yes_probability([prompt])[0])
+            self.cost.p_yes_reads += 1
+            entry["p_yes"] = round(p, 6)
         return p
 
     def search(self, query: str, k: int | None = None) -> list[Hit]:
