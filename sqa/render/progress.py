@@ -154,19 +154,18 @@ class EvalProgress(_Drawer):
         self._show()
 
 
-class OofDrawer:
+class OofDrawer(_Drawer):
     """The ``progress`` callback of an out-of-fold run on a rich Console (stderr): a spinner while
     the model loads, a bar with seconds per question and ETA while features are read (a line every
     25 questions when stderr is no terminal), each cross-fitting line; in Jupyter the loading line
     and the bar are cell outputs (:class:`NotebookCell`). Use as a context manager."""
 
     def __init__(self, err: Console):
-        self.err, self.status, self.bar, self.task, self.first = err, None, None, None, None
-        self.cell: NotebookCell | None = None  # the features bar in Jupyter
+        self.err, self.status, self.progress, self.task, self.first = err, None, None, None, None
 
     def _show(self, final: bool = False) -> None:
-        if self.cell is not None and self.bar is not None:
-            self.cell.show(self.bar.get_renderable(), final)
+        if self.progress is not None:  # the features bar, drawn as _Drawer draws (a cell in Jupyter)
+            super()._show(final)
 
     def __enter__(self) -> "OofDrawer":
         return self
@@ -190,31 +189,30 @@ class OofDrawer:
             return
         self._stop()
         if p.stage != "features":
-            if self.bar is not None:
+            if self.progress is not None:
                 self._show(final=True)
-                self.bar.stop()
-                self.bar = None
+                self.progress.stop()
+                self.progress = None
             err.print(p.message, soft_wrap=True)  # a log keeps each path whole
             return
-        if self.bar is None:
+        if self.progress is None:
             cols = (TextColumn("[bold]features"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
             cols += (TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-            self.bar = Progress(*cols, console=err, disable=not drawn(err) or err.is_jupyter)
-            self.cell = NotebookCell(min(err.width, 115)) if err.is_jupyter else None
-            self.bar.start()
-            self.task = self.bar.add_task("features", total=p.total, completed=p.done, rate="")
+            self.progress = self._progress(*cols, console=err, disable=not drawn(err))
+            self.progress.start()
+            self.task = self.progress.add_task("features", total=p.total, completed=p.done, rate="")
             self.first = p.done
             self._show()
             return
         per = p.seconds_per_question or 0.0
-        self.bar.update(self.task, completed=p.done, rate=f"{per:.1f} s/q")
+        self.progress.update(self.task, completed=p.done, rate=f"{per:.1f} s/q")
         self._show(final=p.done == p.total)
         n, need = p.done - self.first, p.total - self.first
         if not (err.is_terminal or err.is_jupyter) and (n % 25 == 0 or n == need):  # logs get a line now and then
             err.print(f"features {p.done}/{p.total} ({per:.1f} s/question, ETA {(need - n) * per / 60:.0f} min)")
         if p.done == p.total:
-            self.bar.stop()
-            self.bar = None
+            self.progress.stop()
+            self.progress = None
 
 
 class IndexProgress(_Drawer):
