@@ -17,20 +17,20 @@ from sqa.presets import preset_from_flags as choose_preset  # noqa: F401  (the f
 HELP = {
     "index_dir": "Index folder (default: $SQA_HOME/index, i.e. ~/.cache/sqa/index).",
     "backend": "embedded (default) or elasticsearch. embedded: tantivy, a folder on disk; elasticsearch: at $SQA_ES_URL.",
-    "base_url": "The server(s) of --model openai:NAME. With --model openai:NAME: the OpenAI-compatible server (vLLM, SGLang, llama.cpp's server, Ollama), e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL, else that); give it more than once to spread requests over several servers. The key comes from $SQA_OPENAI_API_KEY or $OPENAI_API_KEY.",
-    "api": "chat, completions or auto (default). With --model openai:NAME: the endpoint: chat (/v1/chat/completions, the server's chat template), completions (/v1/completions) or auto (probe the server; docs/served.md).",
-    "alias": "Accept answers under another model's name. With --model openai:NAME: accept answers whose `model` field names another model than asked for (stopped otherwise).",
-    "chat_template": "A Jinja chat template file for chat prompts. A Jinja chat template file (or a tokenizer_config.json holding one) that renders the steps reader's chat prompts instead of the model's own (a .gguf file's tokenizer.chat_template, else ChatML); for a served model, its prompts over /v1/completions.",
-    "apply_chat_template": "The facts reader reads in the chat template. The facts reader reads its prompts in the model's own chat template (one user turn), as a model served over --api chat does; answered by a head fitted on that form, else zero-shot.",
-    "prefill": "Steps reader: continue the assistant turn (default) or not. The steps reader continues its transcript in the open assistant message (--prefill, where the model can), or reads it in turns, each answer a new message asked for by a user turn (--no-prefill), as it reads a chat server that cannot continue a message (llama-cpp-python's); to compare in-process with such a server.",
+    "base_url": "The server(s) of --model openai:NAME. An OpenAI-compatible server (vLLM, SGLang, llama.cpp's server, Ollama), e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL, else that); give it more than once to spread requests over several servers. The key comes from $SQA_OPENAI_API_KEY or $OPENAI_API_KEY.",
+    "api": "chat, completions or auto (default). The endpoint of --model openai:NAME: chat (/v1/chat/completions, the server's chat template), completions (/v1/completions) or auto (probe the server; docs/served.md).",
+    "alias": "Accept answers under another model's name. With --model openai:NAME, answers whose `model` field names another model than asked for are stopped otherwise.",
+    "chat_template": "A Jinja chat template file for chat prompts. The file (or a tokenizer_config.json holding one) renders the steps reader's chat prompts instead of the model's own (a .gguf file's tokenizer.chat_template, else ChatML); for a served model, its prompts over /v1/completions.",
+    "apply_chat_template": "The facts reader reads in the chat template. The model's own template (one user turn), as a model served over --api chat does; answered by a head fitted on that form, else zero-shot.",
+    "prefill": "Steps reader: continue the assistant turn (default) or not. --prefill continues the transcript in the open assistant message, where the model can; --no-prefill reads it in turns, each answer a new message asked for by a user turn, as it reads a chat server that cannot continue a message (llama-cpp-python's); to compare in-process with such a server.",
     "method": "A method instead of a preset (docs/methods.md). One of: "
     + ", ".join(METHODS)
     + ", or module:Class for your own; eval takes several, comma-separated, compared on the same questions.",
-    "prompt": "The method's prompt variant. With --method: the method's prompt variant (docs/methods.md; the first listed there is the default).",
-    "answer_rule": "answer-is, answer-is-else-no or forced. With --method: answer-is (first yes/no after 'the answer is'), answer-is-else-no (DRAGIN's) or forced (P(yes) after 'So the answer is').",
-    "samples": "Self-consistency samples (default 5). With --method: sampled chains of thought of self-consistency (default 5).",
-    "set": "Another method setting, KEY=VALUE. With --method: another setting as KEY=VALUE (temperature, iterations (T), theta, max_steps, max_tokens, seed); repeatable.",
-    "preset": "facts (default), no-retrieval, oracle-*, steps. A shipped reader configuration (sqa/presets.py): facts (default), no-retrieval, oracle-facts, oracle-paragraphs, steps. --reader/--no-retrieval/--oracle map onto these.",
+    "prompt": "The method's prompt variant. With --method (docs/methods.md; the first listed there is the default).",
+    "answer_rule": "answer-is, answer-is-else-no or forced. With --method: answer-is takes the first yes/no after 'the answer is', answer-is-else-no is DRAGIN's, forced reads P(yes) after 'So the answer is'.",
+    "samples": "Self-consistency samples (default 5). With --method: the sampled chains of thought.",
+    "set": "Another method setting, KEY=VALUE. With --method: temperature, iterations (T), theta, max_steps, max_tokens or seed; repeatable.",
+    "preset": "facts (default), no-retrieval, oracle-*, steps. A shipped reader configuration (sqa/presets.py); oracle-* is oracle-facts or oracle-paragraphs. --reader/--no-retrieval/--oracle map onto these.",
 }
 
 

@@ -2,28 +2,33 @@
 
 from __future__ import annotations
 
+from sqa.eval.protocols import PROTOCOLS
+
 # the texts of `sqa eval`'s own options: --help shows each one's first sentence, docs/cli.md all of it
 EVAL_HELP = {
-    "split": "dev (default), train, train-2061, all or test. train (2,290) | dev (229) | train-2061 | all (train + test) | test (490, predictions only). With the facts reader, train / train-2061 / all are answered out-of-fold (5 term-grouped folds) and the run also writes the model's answer heads to $SQA_HOME/heads. Default: dev.",
-    "protocol": "A named question set instead of --split. A named question set instead of --split: dev-229 | train-first-500 | train-first-1000 | train-2290 (the release's order; train ones answered out-of-fold by the facts reader; see docs/protocols.md). Recorded in run.json.",
-    "limit": "Only the first N questions. Only the first N questions of the split.",
+    "split": "dev (default), train, train-2061, all or test. Sizes: train 2,290, dev 229, all = train + test, test 490 (predictions only). With the facts reader, train / train-2061 / all are answered out-of-fold (5 term-grouped folds) and the run also writes the model's answer heads to $SQA_HOME/heads.",
+    "protocol": "A named question set instead of --split. One of "
+    + " | ".join(PROTOCOLS)
+    + " (the release's order; train ones answered out-of-fold by the facts reader; see docs/protocols.md). "
+    "Recorded in run.json.",
+    "limit": "Only the first N questions of the split.",
     "out": "Run folder; the same folder resumes the run. Default: runs/eval/SPLIT-TAG-MODEL under the working directory, SPLIT the split, protocol or dataset file's stem, TAG the preset or method and how it answers (facts, facts-oof, predicted-noretrieval, cot, ...), MODEL the model's name.",
-    "decomposition": "predicted, gold or question (one step). predicted (decomposer) | gold (annotated steps) | question (one step). Default: question for --reader facts, predicted for --reader steps.",
+    "decomposition": "predicted, gold or question (one step). predicted: the decomposer's steps; gold: the annotated steps; question: the whole question as one step. Default: question for --reader facts, predicted for --reader steps.",
     "reader": "facts (default: a few selected facts, trained answer head) | steps (preset steps).",
     "oracle": "Diagnostic upper bound, never a default: facts (the question's annotated facts) | paragraphs (its annotated evidence paragraphs). Refused on test.",
-    "head": "Answer head file (default: the model's own). Answer head file (default: the one `sqa eval --split train --model M` wrote for --model, else the shipped one). Not with train / train-2061 / all, which are answered out-of-fold.",
-    "dataset": "A question file instead of --split. Evaluate any question file in StrategyQA's format (.json list, .jsonl, or a local `datasets` directory) instead of --split; Recall@10/SARI only where annotated.",
+    "head": "Answer head file (default: the model's own). The model's own is the one `sqa eval --split train --model M` wrote for --model, else the shipped one. Not with train / train-2061 / all, which are answered out-of-fold.",
+    "dataset": "A question file instead of --split. Any file in StrategyQA's format (.json list, .jsonl, or a local `datasets` directory); Recall@10/SARI only where annotated.",
     "features_cache": "Facts-reader records not to read again. A features file (JSON lines of the facts reader's records) made with the same model and settings: questions in it are not read again.",
-    "model": "A name, .gguf file, openai:NAME or HF checkpoint. Model name, .gguf path, openai:NAME (served, see --base-url) or Hugging Face checkpoint (default: qwen2.5-coder-1.5b).",
-    "k": "Paragraphs retrieved per step (top-k). Paragraphs retrieved per step (top-k; default 10, a --method's own default otherwise).",
-    "batch_size": "Questions per reader call (default 32). Questions per reader.answer_batch call (GPU: run in lockstep). Each answered question is fsync'd to traces.jsonl at once.",
-    "folds": "Cross-fitting folds on train splits (default 5). Cross-fitting folds for few-shot examples on train / train-2061 / all.",
+    "model": "A name, .gguf file, openai:NAME or HF checkpoint. Default: qwen2.5-coder-1.5b; openai:NAME is a served model (see --base-url); a Hugging Face checkpoint loads with transformers.",
+    "k": "Paragraphs retrieved per step (top-k). Default 10, a --method's own default otherwise.",
+    "batch_size": "Questions per reader call (default 32). On a GPU they run in lockstep; each answered question is fsync'd to traces.jsonl at once.",
+    "folds": "Cross-fitting folds on train splits (default 5). The folds of the few-shot examples on train / train-2061 / all.",
     "retrieval": "--no-retrieval: the same model and prompts without evidence (preset no-retrieval).",
-    "strict": "Stop at the first bad --dataset entry. Stop at the first bad --dataset entry instead of skipping and counting it.",
-    "replace_heads": "Remove your other heads of this model. With --split train / train-2061 / all: remove the model's other heads of yours, so the new one answers (by default it is written beside them and the head fitted on the most questions answers).",
+    "strict": "Stop at the first bad --dataset entry. By default it is skipped and counted.",
+    "replace_heads": "Remove your other heads of this model. With --split train / train-2061 / all, so that the new one answers (by default it is written beside them and the head fitted on the most questions answers).",
     "predictions": "Leaderboard predictions JSON {qid: {answer, decomposition, paragraphs}}.",
     "score_split": "Gold split to score against (default: the smallest of dev, train-2061, train holding every predicted qid).",
-    "answering": "auto (default), head or out-of-fold. auto (train splits and questions a head was fitted on out-of-fold, others by the held-out head, zero-shot without one), or head / out-of-fold to require that; recorded in run.json.",
+    "answering": "auto (default), head or out-of-fold. auto: train splits and questions a head was fitted on out-of-fold, others by the held-out head, zero-shot without one; head or out-of-fold requires that; recorded in run.json.",
 }
 
 ORDER = ("index", "search", "ask", "eval", "compare", "heads", "features")  # the workflow's order
