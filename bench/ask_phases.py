@@ -182,7 +182,6 @@ def child(mode: str, questions: list[str], index_dir: str | None, spawned: float
     # the embeddings-mode read of the facts prompt's new tokens, as sqa read it before
     if models and per_q:
         m = models[0]
-        m.back_to_prefixes()
         last = per_q[-1]["prompt_reads"][-1] if per_q[-1]["prompt_reads"] else None
         if last:
             toks = last["_tokens"]
@@ -210,11 +209,7 @@ def limit_reads(m, reads: list[dict]) -> list[dict]:
         seen.add(key)
         # the slots as they were before this read
         for s, toks in enumerate(r["before"]):
-            lcp = 0
-            for a, b in zip(m._slots[s], toks):
-                if a != b:
-                    break
-                lcp += 1
+            lcp = _lcp(m._slots[s], toks)
             m.ctx.memory_seq_rm(s, lcp, -1)
             del m._slots[s][lcp:]
             if len(m._slots[s]) < len(toks):

@@ -268,7 +268,7 @@ def check_run_file(out_dir: Path, options: EvalOptions, index_info: dict | None,
         "answering": options.answering,
         **({"protocol": options.protocol} if options.protocol else {}),
         **(record or {}),
-        **({"command": invocation()} if invocation() else {}),
+        **({"command": command} if (command := invocation()) else {}),
         "created_at": now(),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
