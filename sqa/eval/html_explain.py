@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
+from sqa.eval.metrics import annotator_ids
 from sqa.types import Question
 
 CHARTS_FROM = 30  # fewer questions than this: no reliability / coverage chart, a one-line note instead
@@ -55,13 +56,8 @@ def paragraph_source() -> tuple[Mapping[str, dict] | None, str | None]:
 
 def gold_ids(q: Question | None) -> list[str]:
     """The question's gold evidence IDs, every annotator's, in the order they first appear."""
-    out: list[str] = []
-    for annotator in (q.evidence if q is not None else None) or ():
-        for step in annotator:
-            for entry in step:
-                if isinstance(entry, list):
-                    out += [e for e in entry if isinstance(e, str) and e not in out]
-    return out
+    ids = (e for annotator in (q.evidence if q is not None else None) or () for e in annotator_ids(annotator))
+    return list(dict.fromkeys(e for e in ids if isinstance(e, str)))
 
 
 def gold_block(

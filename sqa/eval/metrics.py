@@ -21,13 +21,16 @@ from sqa.types import Question
 RETRIEVAL_LIMIT = 10
 
 
+def annotator_ids(annotator: Sequence) -> list:
+    """The evidence IDs of one annotator of a StrategyQA ``evidence`` annotation (steps -> entries,
+    each entry an ID list or the tag "operation"/"no_evidence"), in the order written."""
+    return [eid for step in annotator for entry in step if isinstance(entry, list) for eid in entry]
+
+
 def annotator_evidence(evidence: Sequence) -> list[set[str]]:
-    """One set of evidence IDs per annotator from a StrategyQA ``evidence`` annotation
-    (annotators -> steps -> entries, each entry an ID list or the tag "operation"/"no_evidence")."""
-    return [
-        {eid for step in annotator for entry in step if isinstance(entry, list) for eid in entry}
-        for annotator in evidence
-    ]
+    """One set of evidence IDs per annotator (:func:`annotator_ids`) of a StrategyQA ``evidence``
+    annotation (annotators -> steps -> entries)."""
+    return [set(annotator_ids(annotator)) for annotator in evidence]
 
 
 def recall_at_k(evidence: Sequence, predicted: Sequence[str], k: int = RETRIEVAL_LIMIT) -> float:
