@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from sqa.paths import default_index_dir
     from sqa.pipeline import build_reader
+    from sqa.settings import ReaderSettings
     from sqa.presets import get_preset
     from sqa.models import load_model
     from sqa.strategyqa import load_questions
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         presets = [args.preset] + (["steps"] if args.side_by_side and args.preset != "steps" else [])
         for name in presets:
             preset = get_preset(name, for_ask=True)
-            pipe = build_reader(preset, model, idx, "embedded", 10)
+            pipe = build_reader(ReaderSettings(preset=preset, model=args.model, index=idx), model=model)
             mode = args.mode if preset.reader == "steps" else "question"
             res = run(pipe.reader, qs, mode, f"preset {name} ({mode})")
             res.update(split=args.split, index_dir="INDEX_DIR", preset=name, reader=preset.reader, command=command)

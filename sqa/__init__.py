@@ -6,7 +6,8 @@ The public API (docs/python.md shows each with its output):
 - :class:`Index`: a BM25 paragraph index; ``Index.build(corpus="mini", path=...)``, ``Index(path)``,
   ``index.search(query, k=10)``, ``index.get(evidence_ids)``.
 - :class:`Reader`: a preset's reader over an index and a model; ``reader.ask(question)`` ->
-  :class:`Answer`, ``reader.ask_many(questions)``.
+  :class:`Answer`, ``reader.ask_many(questions)``; :class:`ReaderSettings`: everything a reader
+  is built from, in one typed, validated object (``sqa.Reader(settings=...)``, ``reader.settings``).
 - :func:`evaluate`: a reader over a split or question file into a resumable run folder -> :class:`Run`;
   :func:`compare`: paired statistics of runs (a :class:`Comparison`); :func:`load_questions`; :func:`score` (the official metrics);
   :func:`presets`: the reader presets by name with one line each.
@@ -29,6 +30,7 @@ _EXPORTS = {
     "Index": "sqa.api.index",
     "Reader": "sqa.api.reader",
     "Answer": "sqa.api.reader",
+    "ReaderSettings": "sqa.settings",
     "Fact": "sqa.facts.sources",
     "Hit": "sqa.types",
     "Paragraph": "sqa.types",

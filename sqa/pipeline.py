@@ -18,10 +18,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from sqa.presets import Preset
 from sqa.types import IndexNotFound, LanguageModel, Question, Retriever, SearchBackend, SqaError
+
+if TYPE_CHECKING:
+    from sqa.settings import ReaderSettings
 
 RETRIEVERS = ("step", "official", "backend")
 OLD_RETRIEVER_NAMES = {"ours": "step"}  # the step retriever was called "ours" before issue 33
@@ -170,49 +173,50 @@ class Pipeline:
 
 
 def build_reader(
-    preset: Preset,
-    model: str | LanguageModel,
-    index_dir: str | Path | None = None,
-    backend: str = "embedded",
-    k: int = 10,
+    settings: ReaderSettings,
     *,
+    preset: Preset | None = None,
+    model: LanguageModel | None = None,
     head=None,
+    method=None,
+    method_settings: dict | None = None,
     features_cache: str | Path | None = None,
     fewshot_pool: Sequence[Question] | None = None,
     retriever: str = "step",
-    base_url: str | None = None,
-    chat_template: str | Path | None = None,
     prompt_form: str = "text",
     zero_shot: bool = False,
-    prefill: bool = True,
-    method=None,
-    method_settings: dict | None = None,
 ) -> Pipeline:
-    """The reader of ``preset`` over the index in ``index_dir`` (opened first, so a missing index
-    fails before a model loads; not opened when the preset reads no evidence) and ``model`` (a name
-    for ``sqa.steps.models.load_model``, or a loaded ``LanguageModel``).
+    """The reader ``settings`` (a ``sqa.settings.ReaderSettings``: model, index and backend,
+    served options, k, chat template, prefill) describe, over the index (opened first, so a
+    missing index fails before a model loads; not opened when the preset reads no evidence) and
+    the model (``model``: one loaded already, else ``settings.model`` loaded by
+    ``sqa.models.registry.load_model``). ``preset``: the ``sqa.presets.Preset`` to read by
+    (default ``settings.preset``; a method's is ``sqa.methods.registry.method_preset``).
 
     Facts reader: ``head`` (from :func:`load_head`; loaded here when None, and answering zero-shot
-    when the model has none) is checked against the model; ``features_cache`` is a features file (``sqa.facts.features``). Steps reader:
-    ``fewshot_pool`` = the questions demonstrations come from (default train-2061). ``base_url``:
-    the server of a served model (``openai:NAME``). ``chat_template``: a Jinja file rendering the
-    model's ``ChatPrompt`` s instead of its own template (``--chat-template``). ``prompt_form``: the
-    facts reader's prompt form ("text" | "chat", ``sqa.facts.prompt``; a model served over chat reads
-    "chat" whatever is asked). ``zero_shot``: the facts reader answers with the model's own P(yes)
-    even when the model has a head (a train cut too small to cross-fit, ``sqa.api.evaluate``).
-    ``prefill``: the steps reader's (False: it reads in turns, ``sqa.steps.prompts``).
-    Reader ``method`` (``sqa.presets.method_preset``): ``method`` (a ``sqa.methods.base.Method``)
-    answers through ``sqa.methods.reader.MethodReader`` with ``method_settings`` (resolved); what it
-    needs from the model is checked once the model is loaded (BadInput, one line).
+    when the model has none) is checked against the model; ``features_cache`` is a features file
+    (``sqa.facts.features``); ``prompt_form``: its prompt form ("text" | "chat",
+    ``sqa.facts.prompt``; a model served over chat reads "chat" whatever is asked). ``zero_shot``:
+    the facts reader answers with the model's own P(yes) even when the model has a head (a train
+    cut too small to cross-fit, ``sqa.api.evaluate``). Steps reader: ``fewshot_pool`` = the
+    questions demonstrations come from (default train-2061). Reader ``method``
+    (``sqa.presets.method_preset``): ``method`` (a ``sqa.methods.base.Method``) answers through
+    ``sqa.methods.reader.MethodReader`` with ``method_settings`` (resolved; default
+    ``settings.method`` resolved for it); what it needs from the model is checked once the model
+    is loaded (BadInput, one line).
     Raises SqaError for a missing index, model or head, for a head that reads hidden states with a
     served model (which gives none), and for a head of another prompt form."""
     from sqa.models.registry import load_model, model_stem
-    from sqa.paths import default_index_dir
 
+    preset = preset or settings.preset
+    k, prefill = settings.k if settings.k is not None else 10, settings.prefill
+    model = model if model is not None else settings.model
+    model_kw = {
+        n: v for n, v in (("base_url", settings.served), ("chat_template", settings.chat_template)) if v is not None
+    }
     be = ret = None
-    model_kw = {k: v for k, v in (("base_url", base_url), ("chat_template", chat_template)) if v is not None}
     if preset.retrieval or preset.oracle:
-        be = open_index(Path(index_dir).expanduser() if index_dir else default_index_dir(), backend)
+        be = open_index(settings.index_dir(), settings.backend)
         ret = make_retriever(be, retriever)
     try:
         if preset.reader == "method":
@@ -222,7 +226,9 @@ def build_reader(
             check_needs(method, None, be is not None)
             lm = load_model(model, **model_kw) if isinstance(model, str) else model
             check_needs(method, lm, be is not None)
-            return Pipeline(MethodReader(method, lm, be, dict(method_settings or {})), lm, be, ret)
+            if method_settings is None:
+                method_settings = settings.method.resolve(method)
+            return Pipeline(MethodReader(method, lm, be, dict(method_settings)), lm, be, ret)
         if preset.reader == "facts":
             from sqa.facts.reader import FactsReader
             from sqa.facts.training import model_sha256
@@ -276,46 +282,36 @@ def build_reader(
 
 
 def reader_factory(
-    preset: Preset,
-    model: str,
-    index_dir: str | Path,
-    backend: str = "embedded",
-    k: int = 10,
+    settings: ReaderSettings,
     *,
+    preset: Preset | None = None,
+    model: LanguageModel | None = None,
     head=None,
     features_cache: str | Path | None = None,
-    base_url: str | None = None,
-    chat_template: str | Path | None = None,
     prompt_form: str = "text",
     zero_shot: bool = False,
-    prefill: bool = True,
 ) -> Callable:
-    """``pool -> reader`` for ``sqa.eval.runner.run_eval``: builds the reader once (the model loads
-    once); the steps reader then switches its few-shot pool per cross-fitting fold, the facts
-    reader's demonstrations are fixed so the pool does not change it. ``zero_shot`` and
-    ``prefill``: as :func:`build_reader`'s."""
+    """``pool -> reader`` for ``sqa.eval.runner.run_eval``: builds the reader of ``settings`` once
+    (the model loads once; arguments as :func:`build_reader`'s); the steps reader then switches its
+    few-shot pool per cross-fitting fold, the facts reader's demonstrations are fixed so the pool
+    does not change it."""
     state: dict = {}
 
     def reader_for(pool):
         p = state.get("pipeline")
         if p is None:
             p = state["pipeline"] = build_reader(
-                preset,
-                model,
-                index_dir,
-                backend,
-                k,
+                settings,
+                preset=preset,
+                model=model,
                 head=head,
                 features_cache=features_cache,
-                base_url=base_url,
-                chat_template=chat_template,
                 prompt_form=prompt_form,
                 zero_shot=zero_shot,
-                prefill=prefill,
                 fewshot_pool=pool.questions if pool is not None else None,
             )
             return p.reader
-        if preset.reader == "steps":
+        if (preset or settings.preset).reader == "steps":
             return p.reader.with_fewshot_pool(pool.questions)
         return p.reader
 

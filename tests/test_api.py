@@ -70,6 +70,7 @@ EXPORTED = [
     "Paragraph",
     "Question",
     "Reader",
+    "ReaderSettings",
     "Run",
     "RunNotFound",
     "ServerError",

@@ -30,6 +30,7 @@ BASE = {
     "sqa.redact",
     "sqa.display",
     "sqa.outfile",
+    "sqa.checks",
 }
 STAGES = [
     ("sqa.indexing", 1),
@@ -39,6 +40,7 @@ STAGES = [
     ("sqa.facts", 5),
     ("sqa.methods", 5),
     ("sqa.eval", 6),
+    ("sqa.settings", 6),
     ("sqa.pipeline", 9),
     ("sqa.api", 9),
     ("sqa.render", 9),

@@ -45,7 +45,7 @@ class Asked:
     None when zero-shot or the steps reader), ``step_facts`` (per decomposition step, the facts
     ``--steps`` shows), ``demos_by`` (how the decomposer's demonstrations were picked),
     ``paragraphs`` (evidence ID -> ``sqa.types.Paragraph`` of the evidence the steps reader shows),
-    ``server`` (``sqa.api.reader.served_details``: {} for an in-process model)."""
+    ``server`` (``served_details``: {} for an in-process model)."""
 
     result: Any
     model: str
@@ -112,10 +112,9 @@ def ask_question(
     """Answer ``question`` with ``reader`` (an :class:`sqa.Reader`) -> :class:`Asked`. The facts
     reader checks its head before the model loads (:meth:`sqa.Reader.preflight`) and, with
     ``steps``, also writes the decomposition and each step's best sentence (shown only,
-    ``sqa.api.reader.steps_for_display``); the steps reader decomposes (``decomposition``:
+    ``steps_for_display``); the steps reader decomposes (``decomposition``:
     "predicted", its default, or "question"). ``status(message)``: a context manager shown while a
     phase runs (a spinner); ``note(line)``: what is worth a line. Raises what loading raises."""
-    from sqa.api.reader import served_details, steps_for_display
 
     status = status or (lambda message: nullcontext())
     facts = reader.preset.reader == "facts"
@@ -146,3 +145,71 @@ def ask_question(
     if not facts and pipe.backend is not None and ids:
         asked.paragraphs = {p.evidence_id: p for p in pipe.backend.get(list(dict.fromkeys(ids)))}
     return asked
+
+
+def steps_for_display(reader, question: str, result, k: int, status=None, note=lambda line: None):
+    """``sqa ask --steps`` with the facts reader (``reader``: a loaded ``sqa.facts.reader.FactsReader``):
+    write the decomposition into ``result.steps`` (``sqa.trace.ReasoningResult``) and find each
+    step's best sentence (``sqa.facts.sources.step_evidence``); returns ``(facts per step, how the
+    demonstrations were picked)``. Shown only: the answer does not read them.
+
+    The decomposer (``sqa.steps.decomposer.Decomposer``) sees the 3 train-2061 questions nearest
+    in meaning (all-MiniLM-L6-v2), whatever their answers, the nearest last; without the MiniLM
+    weights, the 3 nearest by BM25 (``bench/results/decomposition_demos.json``: SARI against dev's
+    gold decompositions for both). ``status(message)``: a context manager shown while a phase
+    runs; ``note(line)``: what is worth a line (the BM25 fallback)."""
+    from contextlib import nullcontext
+
+    from sqa.facts.sources import default_annotated_facts, step_evidence
+    from sqa.pipeline import make_decomposer
+    from sqa.trace import StepTrace
+
+    status = status or (lambda message: nullcontext())
+    with status("loading MiniLM (demonstrations and step evidence)…"):
+        dec = make_decomposer(reader.model)
+    if dec.note:
+        note(f"note: demonstrations and step evidence by BM25 ({dec.note})")
+    with status("decomposing…"):
+        result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(dec(question), start=1)]
+        facts: list[list] = []
+        for s in result.steps:
+            fs = (
+                step_evidence(
+                    s.question, reader.retriever, default_annotated_facts(), question=question, k=k, encode=dec.encode
+                )
+                if reader.retriever is not None
+                else []
+            )
+            s.evidence = [f.ref for f in fs if f.source == "wikipedia"]
+            facts.append(fs)
+    return facts, dec.demos_by
+
+
+def served_details(model) -> dict:
+    """``{"server": {base_url, base_urls, model, endpoint, readout, top_logprobs, thinking, prefill,
+    chat_template, fingerprint, contacted, identity, readout_stats, cost}}`` for a served model (no
+    credentials; ``sqa ask --json`` adds it), {} for an in-process one."""
+    info = model.server_info
+    if not info:
+        return {}
+    keep = (
+        "base_url",
+        "base_urls",
+        "model",
+        "endpoint",
+        "readout",
+        "top_logprobs",
+        "thinking",
+        "prefill",
+        "chat_template",
+        "fingerprint",
+        "contacted",
+        "identity",
+    )
+    return {
+        "server": {
+            **{k: info[k] for k in keep if k in info},
+            "readout_stats": dict(model.readout_stats or {}),
+            "cost": model.cost.to_dict() if model.cost is not None else None,
+        }
+    }

@@ -86,8 +86,9 @@ def evaluate(
     :class:`sqa.eval.results.Run` (``metrics``: Accuracy with its 95 % interval, Recall@10, SARI,
     ECE, ...; ``predictions``: the leaderboard file). ``method`` / ``settings``: without a
     ``reader``, a method (``sqa.methods``: a name, ``module:Class`` or a ``Method``) read by the
-    default model and index, as ``sqa.Reader(method=method, settings=settings)``; with a reader,
-    give the method to the Reader instead (BadInput).
+    default model and index, as ``sqa.Reader(method=method, settings=settings)`` (``settings``: a
+    ``sqa.methods.MethodSettings``, or a whole ``sqa.ReaderSettings`` without ``method``); with a
+    reader, give them to the Reader instead (BadInput).
 
     ``split``: ``"dev"`` (229; the default), ``"train"`` (2,290), ``"train-2061"``, ``"test"`` (no
     labels: predictions only), ``"all"``, a question file, or a list of ``sqa.types.Question``;
@@ -123,7 +124,7 @@ def evaluate(
     from sqa.eval.runner import run_eval
     from sqa.pipeline import check_head_states, index_info, load_head
 
-    from sqa.api.checks import int_arg, out_folder_arg
+    from sqa.checks import int_arg, out_folder_arg
     from sqa.api.reader import Reader
 
     if reader is not None and (method is not None or settings is not None):
@@ -220,6 +221,7 @@ def evaluate(
                     base_url=reader.base_url,
                     protocol=protocol,
                     replace_heads=replace_heads,
+                    reader_settings=reader.settings.to_dict(),
                 ),
                 progress,
             )
@@ -264,7 +266,7 @@ def evaluate(
         tag = f"facts{'-oracle-' + preset.oracle if preset.oracle else ''}{'' if preset.retrieval else '-noretrieval'}"
     out_dir = Path(out) if out else default_run_dir(qs.stem, tag, model)
     info = index_info(reader.index_dir, reader.backend) if (preset.retrieval or preset.oracle) else None
-    record = {}
+    record: dict = {"settings": reader.settings.to_dict()}
     if zero_shot_cut:  # run.json says why a train cut is answered zero-shot (issue 40)
         from sqa.eval.protocols import ZERO_SHOT_CUT
 
@@ -319,18 +321,13 @@ def _reader_for(reader: "Reader", head, features_cache, zero_shot: bool = False)
 
     if not reader.loaded or features_cache is not None or zero_shot:
         return reader_factory(
-            reader.preset,
-            reader.pipeline.model if reader.loaded else reader.given_model,
-            reader.index_dir,
-            reader.backend,
-            reader.k,
+            reader.settings,
+            preset=reader.preset,
+            model=reader.pipeline.model if reader.loaded else reader._lm,
             head=head,
             features_cache=features_cache,
-            base_url=reader.base_url,
-            chat_template=reader.chat_template,
             prompt_form=reader.prompt_form,
             zero_shot=zero_shot,
-            prefill=reader.prefill,
         )
 
     def reader_for(pool):

@@ -240,7 +240,7 @@ class Index:
         (file, bytes read, paragraphs indexed, seconds) after every batch. Malformed lines are skipped and counted (``strict``:
         raise :class:`sqa.types.BadInput`-like SqaError instead); ``fresh`` deletes the index
         there first. Raises SqaError for an unreadable corpus or another build in progress."""
-        from sqa.api.checks import path_arg
+        from sqa.checks import path_arg
         from sqa.paths import default_index_dir
 
         if not isinstance(corpus, (str, Path)):
@@ -269,7 +269,7 @@ class Index:
         ``Hit`` with ``evidence_id``, ``title``, ``text``, ``score`` (BM25, engine units, comparable
         within one query) and ``rank`` (1-based). Raises :class:`sqa.types.BadInput` for an empty
         query or ``k`` outside 1..10,000."""
-        from sqa.api.checks import int_arg, text_arg
+        from sqa.checks import int_arg, text_arg
         from sqa.types import MAX_K
 
         text_arg("Index.search", "query", query)
@@ -284,7 +284,7 @@ class Index:
         """:meth:`search` for each of ``queries`` (a list of str), in order: one list of top-``k``
         hits per query. Raises :class:`sqa.types.BadInput` for a single ``str`` (pass a list), an
         empty or non-text query (naming its position) or ``k`` outside 1..10,000."""
-        from sqa.api.checks import int_arg, list_arg
+        from sqa.checks import int_arg, list_arg
         from sqa.types import MAX_K
 
         qs = list_arg("Index.search_many", "queries", queries, "['Aristotle', 'laptop']")
@@ -299,7 +299,7 @@ class Index:
         the index holds, in the order given; unknown IDs are left out. Raises
         :class:`sqa.types.BadInput` for a single ``str`` (pass a list: ``["Laptop-1"]``) or an ID
         that is not text."""
-        from sqa.api.checks import list_arg
+        from sqa.checks import list_arg
 
         ids = list_arg("Index.get", "evidence_ids", evidence_ids, "['Laptop-1']")
         return self._be.get(ids)

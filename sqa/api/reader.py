@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from sqa.api.index import Index
     from sqa.methods.base import Method
     from sqa.methods.registry import MethodName
+    from sqa.methods.settings import MethodSettings
     from sqa.presets import Preset
+    from sqa.settings import ReaderSettings
     from sqa.trace import ReasoningResult, StepTrace
     from sqa.types import LanguageModel
 
@@ -105,33 +107,30 @@ class Answer:
 
 class Reader:
     """A preset's reader (``sqa.presets``: ``facts``, the default; ``no-retrieval``; ``steps``;
-    the oracles ``oracle-facts`` / ``oracle-paragraphs``, for evaluation only) over an index and a
-    language model.
+    the oracles ``oracle-facts`` / ``oracle-paragraphs``, for evaluation only) or a method's
+    (``method``) over an index and a language model, built from one :class:`sqa.ReaderSettings`
+    (:attr:`settings`, as resolved: the top-k used and every method setting read).
 
-    ``model``: a registry name (default ``qwen2.5-coder-1.5b``, GGUF on llama.cpp, CPU), a
-    ``.gguf`` path, a Hugging Face checkpoint, ``openai:NAME`` with ``base_url`` (an
-    OpenAI-compatible server; several URLs spread requests over several servers; ``api``: "auto",
-    "chat" or "completions"; ``allow_model_alias``: accept answers naming another model), or a
-    loaded ``sqa.types.LanguageModel``. ``chat_template``: a Jinja chat template file for the
-    steps reader's chat prompts (default: the model's own; the facts reader takes one only with
-    ``apply_chat_template``, else BadInput). ``apply_chat_template``: the facts reader reads its
-    prompts in the model's own chat template (the "chat" prompt form, ``sqa.facts.prompt``; a model
-    served with ``api="chat"`` always does), answered by a head fitted on that form or zero-shot. ``prefill=False``: the steps reader reads its transcript in turns
-    (``sqa.steps.prompts``), as it reads a chat server without assistant prefill. ``index``: an :class:`sqa.Index`, an index directory, or None
-    (``$SQA_HOME/index``); not opened by presets that read no evidence. ``k``: paragraphs
-    retrieved (top-k); ``head``: an answer head file for the facts reader (default: the model's
-    own, from ``sqa eval --split train``, or the shipped one). ``method``: a method instead of a
-    preset (``sqa.methods``: a shipped name, ``"module:Class"``, or a
-    ``sqa.methods.Method``) with ``settings`` (a ``sqa.methods.MethodSettings``; defaults: the
-    method's paper's), ``k`` then being the method's top-k. The model loads on the first
-    :meth:`ask` (seconds to a minute); :meth:`close` releases it and the index. ``progress``: by
-    default (None or True) a spinner with the seconds spent while the model loads on the first
-    :meth:`ask` / :meth:`ask_many`, then "loaded MODEL in N.N s" (stderr, on a terminal or in
-    Jupyter; nothing in a log: ``sqa.render.progress.LoadProgress``); a ``rich.console.Console`` to
-    draw it on; False for none.
+    Give ``settings`` (a ``sqa.ReaderSettings``; ``model`` may then only be a loaded model) or the
+    same as keyword arguments: ``preset``; ``model``: a registry name (default
+    ``qwen2.5-coder-1.5b``, GGUF on llama.cpp, CPU), a ``.gguf`` path, a Hugging Face checkpoint,
+    ``openai:NAME`` with ``base_url`` (an OpenAI-compatible server; several URLs spread requests
+    over several servers; ``api``: "auto", "chat" or "completions"; ``allow_model_alias``: accept
+    answers naming another model), or a loaded ``sqa.types.LanguageModel``; ``chat_template``,
+    ``apply_chat_template``, ``prefill``, ``k``, ``head``, ``backend``: as ``sqa.ReaderSettings``
+    says; ``index``: an :class:`sqa.Index`, an index directory, or None (``$SQA_HOME/index``; not
+    opened by presets that read no evidence); ``method``: a method instead of a preset
+    (``sqa.methods``: a shipped name, ``"module:Class"``, or a ``sqa.methods.Method``) with
+    ``settings`` a ``sqa.methods.MethodSettings`` (defaults: the method's paper's), ``k`` then being
+    the method's top-k. The model loads on the first :meth:`ask` (seconds to a minute);
+    :meth:`close` releases it and the index. ``progress``: by default (None or True) a spinner
+    with the seconds spent while the model loads on the first :meth:`ask` / :meth:`ask_many`, then
+    "loaded MODEL in N.N s" (stderr, on a terminal or in Jupyter; nothing in a log:
+    ``sqa.render.progress.LoadProgress``); a ``rich.console.Console`` to draw it on; False for none.
 
-    Raises :class:`sqa.types.BadInput` for an unknown preset or a ``base_url`` without a served
-    model; loading raises :class:`sqa.types.IndexNotFound`, :class:`sqa.types.ModelNotFound`,
+    Raises :class:`sqa.types.BadInput` for an unknown preset, settings that do not go together
+    (``sqa.ReaderSettings``), or ``settings`` beside the keyword arguments it holds; loading raises
+    :class:`sqa.types.IndexNotFound`, :class:`sqa.types.ModelNotFound`,
     :class:`sqa.types.HeadNotFound` or :class:`sqa.types.ServerError` as they apply."""
 
     def __init__(
@@ -150,98 +149,128 @@ class Reader:
         prefill: bool = True,
         backend: str = "embedded",
         method: Union[MethodName, str, "Method", None] = None,
-        settings=None,
+        settings: "ReaderSettings | MethodSettings | None" = None,
         progress: "bool | Console | None" = None,
     ):
-        from sqa.models.registry import DEFAULT_MODEL, is_served
-        from sqa.paths import default_index_dir
-        from sqa.presets import get_preset
-        from sqa.types import MAX_K
+        from sqa.methods.settings import MethodSettings
+        from sqa.models.registry import DEFAULT_MODEL
+        from sqa.settings import ReaderSettings
 
-        from sqa.api.checks import int_arg, path_arg, template_goes
-
-        if model is not None and not isinstance(model, (str, Path)) and not hasattr(type(model), "hidden_states"):
+        loaded = model is not None and not isinstance(model, (str, Path))
+        if loaded and not hasattr(type(model), "hidden_states"):
             raise BadInput(
                 f"Reader: model must be a model name (str, e.g. {DEFAULT_MODEL!r}), a model file path or a "
                 f"loaded LanguageModel, not {type(model).__name__} {model!r:.60}"
             )
-        if k is not None:
-            int_arg("Reader", "k", k, 1, MAX_K)
-        for arg, v in (("head", head), ("chat_template", chat_template)):
-            path_arg("Reader", arg, v)
-        self.method, self.method_settings, self._settings = None, {}, None
-        if method is not None or settings is not None:
-            from sqa.methods.registry import reader_method
+        self._lm = model if loaded else None  # a loaded LanguageModel (the Protocol's methods) is used as it is
+        m = None  # the loaded method
+        if isinstance(settings, ReaderSettings):
+            given = {
+                "preset": preset, "model": None if loaded else model, "index": index, "base_url": base_url,
+                "k": k, "head": head, "chat_template": chat_template, "method": method,
+            }  # fmt: skip
+            given = [n for n, v in given.items() if v is not None]
+            given += [n for n, v, d in (("api", api, "auto"), ("allow_model_alias", allow_model_alias, False),
+                      ("apply_chat_template", apply_chat_template, False), ("prefill", prefill, True),
+                      ("backend", backend, "embedded")) if v != d]  # fmt: skip
+            if given:
+                raise BadInput(f"Reader: give settings= (a sqa.ReaderSettings) or {given[0]}=, not both")
+            s = settings if self._lm is None else settings.replace(model=str(self._lm.name))
+        else:
+            if settings is not None and not isinstance(settings, MethodSettings):
+                raise BadInput(
+                    f"Reader: settings must be a sqa.ReaderSettings or sqa.methods.MethodSettings, not {type(settings).__name__}"
+                )
+            from sqa.api.index import Index
+            from sqa.models.served_url import ServedOptions
 
-            if preset is not None:
-                raise BadInput("give a preset or a method, not both (facts and steps are methods too)")
-            preset, k, self.method, self._settings, self.method_settings = reader_method(method, settings, k)
-        if isinstance(preset, str) or preset is None:
-            preset = get_preset(preset or "facts")
-        k = 10 if k is None else k
-        self.preset = preset
-        # a loaded LanguageModel (any object with the Protocol's methods) is used as it is
-        self._lm = model if model is not None and not isinstance(model, (str, Path)) else None
-        self.model = str(model or DEFAULT_MODEL) if self._lm is None else str(model.name)
-        self.chat_template, self.chat_template_id = chat_template, ""
-        if chat_template is not None:
+            if method is not None and not isinstance(method, str):
+                from sqa.methods.registry import load_method, method_spec
+
+                m = load_method(method)
+                method = method_spec(m)
+            if (
+                settings is not None
+                and method is not None
+                and settings.method not in (method, getattr(m, "name", method))
+            ):
+                raise BadInput(f"settings are for method {settings.method!r}, not {method!r}")
+            served = base_url if isinstance(base_url, ServedOptions) else ServedOptions(
+                tuple([base_url] if isinstance(base_url, str) else base_url or ()), api, allow_model_alias
+            )  # fmt: skip
+            is_index = isinstance(index, Index)
+            s = ReaderSettings(
+                preset=preset,
+                method=settings if settings is not None else method,
+                model=str(self._lm.name) if loaded else (model or ""),
+                index=index.path if is_index else index,
+                backend=index.backend if is_index else backend,
+                served=served if served else None,
+                k=k,
+                head=head,
+                chat_template=chat_template,
+                apply_chat_template=apply_chat_template,
+                prefill=prefill,
+            )
+        self._given = s  # as given (a protocol's pinned settings are checked against it)
+        self.method, self.method_settings = None, {}
+        self._resolve(s, m)
+        self.chat_template_id = ""
+        if s.chat_template is not None:
             from sqa.models.chat import check_template_file
 
-            self.chat_template_id = check_template_file(chat_template)  # a broken file: one line, before any model
-        from sqa.models.served_url import ServedOptions, served_flags
-
-        if not isinstance(base_url, ServedOptions) and (base_url is not None or api != "auto" or allow_model_alias):
-            base_url = ServedOptions(
-                tuple([base_url] if isinstance(base_url, str) else base_url or ()), api, allow_model_alias
-            )
-        if base_url and not is_served(self.model):
-            raise BadInput(
-                f"{served_flags(base_url)} goes with a served model (--model openai:NAME), not {self.model!r}"
-            )
-        if not 1 <= k <= MAX_K:
-            raise BadInput(f"top-k must be from 1 to {MAX_K:,} (got {k})")
-        if head is not None and preset.reader != "facts":
-            raise BadInput("head goes with the facts reader; the steps reader has no answer head")
-        template_goes(preset.reader, chat_template, apply_chat_template)
-        if apply_chat_template and preset.reader != "facts":
-            raise BadInput(
-                "--apply-chat-template goes with the facts reader; the steps reader's prompts are chat "
-                "prompts already, rendered in the model's own chat template"
-            )
-        if not prefill and preset.reader != "steps":
-            raise BadInput(
-                "--no-prefill goes with the steps reader (--preset steps): the facts reader's prompts "
-                "have no assistant message to continue"
-            )
-        self.prefill = prefill
+            self.chat_template_id = check_template_file(s.chat_template)  # a broken file: one line, before any model
         if not (progress is None or isinstance(progress, bool) or hasattr(progress, "is_terminal")):
             raise BadInput(f"Reader: progress must be True, False or a rich Console, not {type(progress).__name__}")
         self.progress = progress
-        api_asked = base_url.api if isinstance(base_url, ServedOptions) else "auto"
-        if apply_chat_template and is_served(self.model) and api_asked == "completions":
-            raise BadInput(
-                "--apply-chat-template with --api completions: sqa would render ChatML there, not the "
-                "model's own chat template; use --api chat (the server applies its template)"
-            )
+        from sqa.models.registry import is_served
+
+        api_asked = s.served.api if s.served is not None else "auto"
         # the facts reader's prompt form (sqa.facts.prompt): over chat a served model reads its template;
         # with --api auto that is known once the server is probed (``prompt_form``)
         self._form: str | None = (
             "chat"
-            if apply_chat_template or (is_served(self.model) and api_asked == "chat")
+            if s.apply_chat_template or (is_served(self.model) and api_asked == "chat")
             else None
-            if is_served(self.model) and self._lm is None and preset.reader == "facts" and api_asked == "auto"
+            if is_served(self.model) and self._lm is None and self.preset.reader == "facts" and api_asked == "auto"
             else "text"
         )
-        from sqa.api.index import Index
-
-        if isinstance(index, Index):
-            self.index_dir, self.backend = index.path, index.backend
-        else:
-            self.index_dir = Path(index).expanduser() if index is not None else default_index_dir()
-            self.backend = backend
-        self.base_url, self.k, self.head = base_url, k, head
         self._pipeline = None
         self._head = None  # the answer head preflight() loaded
+
+    def _resolve(self, given, method=None) -> None:
+        """Set :attr:`settings`, :attr:`preset`, :attr:`method` and :attr:`method_settings` from
+        ``given`` (a ``ReaderSettings``; ``method``: its method already loaded, else loaded here)."""
+        from sqa.methods.settings import MethodSettings
+
+        if given.method is None:
+            self.preset, self.method, self.method_settings = given.preset, None, {}
+            self.settings = given.replace(k=given.k if given.k is not None else 10)
+            return
+        from sqa.methods.registry import method_spec, reader_method
+
+        preset, k, self.method, _, self.method_settings = reader_method(
+            method if method is not None else given.method.method, given.method, given.k
+        )
+        self.preset = preset
+        k = 10 if k is None else k
+        if self.method is None:  # the methods facts and steps: their presets' readers
+            self.settings = given.replace(method=None, preset=preset, k=k)
+        else:
+            resolved = MethodSettings.from_dict({**self.method_settings, "method": method_spec(self.method)})
+            self.settings = given.replace(method=resolved, k=k)
+
+    # what the settings say, as the reader uses them
+    model = property(lambda self: self.settings.model, doc="The model's name (a loaded model's ``name``).")
+    k = property(
+        lambda self: self.settings.k, doc="Paragraphs retrieved (top-k) as used: 10 unless given or the method's."
+    )
+    head = property(lambda self: self.settings.head, doc="The answer head file given (facts reader), or None.")
+    base_url = property(lambda self: self.settings.served, doc="The served model's ``ServedOptions``, or None.")
+    chat_template = property(lambda self: self.settings.chat_template, doc="The chat template file given, or None.")
+    prefill = property(lambda self: self.settings.prefill, doc="The steps reader continues the assistant turn.")
+    backend = property(lambda self: self.settings.backend, doc="The index backend: embedded or elasticsearch.")
+    index_dir = property(lambda self: self.settings.index_dir(), doc="The index folder.")
 
     def pin_settings(self, pinned: dict, by: str) -> None:
         """Apply a protocol's pinned method settings (``sqa.eval.protocols.Protocol.settings``) to
@@ -253,14 +282,13 @@ class Reader:
 
         if self.method is None:
             return
-        given = self._settings.given()
+        given = self._given.method.given()
         for key, value in pinned.items():
             if key in given and given[key] != value:
                 raise BadInput(f"--protocol {by} pins {FLAGS[key]} {value}; leave {FLAGS[key]} {given[key]} out")
         apply = {k: v for k, v in pinned.items() if k in self.method.defaults}
-        self._settings = replace(self._settings, **apply)
-        self.method_settings = self._settings.resolve(self.method)
-        self.k = self.method_settings.get("k", self.k)
+        self._given = self._given.replace(method=replace(self._given.method, **apply))
+        self._resolve(self._given, self.method)
         if self._pipeline is not None:  # loaded already (asked before): its reader reads them too
             self._pipeline.reader.settings = self.method_settings
 
@@ -334,16 +362,11 @@ class Reader:
                     self.model, self.preset.retrieval, self.preset.oracle, self.head, form=self.prompt_form
                 )
             self._pipeline = build_reader(
-                self.preset,
-                self.given_model,
-                self.index_dir,
-                self.backend,
-                self.k,
+                self.settings,
+                preset=self.preset,
+                model=self._lm,
                 head=head,
-                base_url=self.base_url,
-                chat_template=self.chat_template,
                 prompt_form=self.prompt_form,
-                prefill=self.prefill,
                 method=self.method,
                 method_settings=self.method_settings,
             )
@@ -353,7 +376,7 @@ class Reader:
         """Answer one yes/no question (:class:`Answer`). Raises :class:`sqa.types.BadInput` for an
         empty question or one that is not text, and what loading raises (see the class doc) on the
         first call."""
-        from sqa.api.checks import text_arg
+        from sqa.checks import text_arg
 
         text_arg("Reader.ask", "question", question, allow_question=True)
         return self.ask_many([question])[0]
@@ -362,7 +385,7 @@ class Reader:
         """Answers to ``questions`` (texts, or ``sqa.types.Question`` s from :func:`sqa.load_questions`),
         in order, ``batch_size`` at a time (a GPU model reads a batch in lockstep). Raises
         :class:`sqa.types.BadInput` for one ``str`` (pass a list) or an item that is not text."""
-        from sqa.api.checks import int_arg, list_arg
+        from sqa.checks import int_arg, list_arg
 
         example = "['Is the sun a star?']"
         questions = list_arg("Reader.ask_many", "questions", questions, example, allow_question=True)
@@ -400,71 +423,3 @@ class Reader:
 
     def __repr__(self) -> str:
         return f"Reader(preset={self.preset.name or self.preset.reader!r}, model={self.model!r}, index={str(self.index_dir)!r})"
-
-
-def steps_for_display(reader, question: str, result, k: int, status=None, note=lambda line: None):
-    """``sqa ask --steps`` with the facts reader (``reader``: a loaded ``sqa.facts.reader.FactsReader``):
-    write the decomposition into ``result.steps`` (``sqa.trace.ReasoningResult``) and find each
-    step's best sentence (``sqa.facts.sources.step_evidence``); returns ``(facts per step, how the
-    demonstrations were picked)``. Shown only: the answer does not read them.
-
-    The decomposer (``sqa.steps.decomposer.Decomposer``) sees the 3 train-2061 questions nearest
-    in meaning (all-MiniLM-L6-v2), whatever their answers, the nearest last; without the MiniLM
-    weights, the 3 nearest by BM25 (``bench/results/decomposition_demos.json``: SARI against dev's
-    gold decompositions for both). ``status(message)``: a context manager shown while a phase
-    runs; ``note(line)``: what is worth a line (the BM25 fallback)."""
-    from contextlib import nullcontext
-
-    from sqa.facts.sources import default_annotated_facts, step_evidence
-    from sqa.pipeline import make_decomposer
-    from sqa.trace import StepTrace
-
-    status = status or (lambda message: nullcontext())
-    with status("loading MiniLM (demonstrations and step evidence)…"):
-        dec = make_decomposer(reader.model)
-    if dec.note:
-        note(f"note: demonstrations and step evidence by BM25 ({dec.note})")
-    with status("decomposing…"):
-        result.steps = [StepTrace(index=i, question=s) for i, s in enumerate(dec(question), start=1)]
-        facts: list[list] = []
-        for s in result.steps:
-            fs = (
-                step_evidence(
-                    s.question, reader.retriever, default_annotated_facts(), question=question, k=k, encode=dec.encode
-                )
-                if reader.retriever is not None
-                else []
-            )
-            s.evidence = [f.ref for f in fs if f.source == "wikipedia"]
-            facts.append(fs)
-    return facts, dec.demos_by
-
-
-def served_details(model) -> dict:
-    """``{"server": {base_url, base_urls, model, endpoint, readout, top_logprobs, thinking, prefill,
-    chat_template, fingerprint, contacted, identity, readout_stats, cost}}`` for a served model (no
-    credentials; ``sqa ask --json`` adds it), {} for an in-process one."""
-    info = model.server_info
-    if not info:
-        return {}
-    keep = (
-        "base_url",
-        "base_urls",
-        "model",
-        "endpoint",
-        "readout",
-        "top_logprobs",
-        "thinking",
-        "prefill",
-        "chat_template",
-        "fingerprint",
-        "contacted",
-        "identity",
-    )
-    return {
-        "server": {
-            **{k: info[k] for k in keep if k in info},
-            "readout_stats": dict(model.readout_stats or {}),
-            "cost": model.cost.to_dict() if model.cost is not None else None,
-        }
-    }

@@ -77,7 +77,7 @@ class AskSession:
         """Answer ``question`` -> ``sqa.api.ask.Asked``, exactly as ``sqa ask "QUESTION"`` does.
         Raises SqaError for an empty question, and what loading raises on the first call."""
         from sqa.api.ask import ask_question
-        from sqa.api.checks import text_arg
+        from sqa.checks import text_arg
 
         if not question.strip():
             raise SqaError("empty question")

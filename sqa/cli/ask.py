@@ -29,8 +29,6 @@ from sqa.cli.common import (
     choose_preset,
     opt,
     print_served_notes,
-    resolve_index_dir,
-    served_options,
 )
 
 HELP = {
@@ -76,33 +74,21 @@ def ask_command(
     """Answer a yes/no question with a preset's reader (default facts) or a --method, and show the evidence."""
     from sqa.api.ask import check_ask
     from sqa.api.reader import Reader
+    from sqa.settings import ReaderSettings
     from sqa.api.session import AskSession, session_mode
     from sqa.render.answers import asked_printer
 
     mode = session_mode(question, interactive, sys.stdin.isatty())
-    by_method = c.method_kwargs(locals())
-    chosen = None if by_method else choose_preset(preset, reader, False if no_retrieval else None, None, for_ask=True)
-    kind = chosen.reader if chosen else "method"
-    check_ask(question if mode == "one" else "-", k or 10, kind, decomposition, steps, head)
-    served = served_options(base_url, api, allow_model_alias)
+    o = dict(locals())
+    chosen = None if method else choose_preset(preset, reader, False if no_retrieval else None, None, for_ask=True)
+    check_ask(
+        question if mode == "one" else "-", k or 10, chosen.reader if chosen else "method", decomposition, steps, head
+    )
     if chat_template is not None:
         from sqa.models.chat import check_template_file
 
         check_template_file(chat_template)  # a missing or broken file is one line before the model loads
-    facts = chosen is not None and chosen.reader == "facts"
-    r = Reader(
-        chosen,
-        model,
-        resolve_index_dir(index_dir),
-        base_url=served,
-        k=k,
-        head=head if facts else None,
-        chat_template=chat_template,
-        apply_chat_template=apply_chat_template,
-        prefill=prefill,
-        backend=backend,
-        **by_method,
-    )
+    r = Reader(settings=ReaderSettings.from_options(o, chosen))
     err = Console(stderr=True)
     session = AskSession(
         r,

@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 
 from sqa.methods.registry import METHODS
-from sqa.methods.settings import reader_kwargs as method_kwargs  # noqa: F401  (--method and its settings)
 from sqa.paths import default_index_dir
 from sqa.presets import preset_from_flags as choose_preset  # noqa: F401  (the flags' preset)
 
@@ -68,16 +67,6 @@ AnswerRuleOpt = Annotated[Optional[str], opt("--answer-rule", key="answer_rule")
 SamplesOpt = Annotated[Optional[int], opt("--samples", key="samples")]
 SetOpt = Annotated[Optional[list[str]], opt("--set", key="set")]
 JsonOpt = Annotated[bool, opt("--json", help="Print the result as one JSON object.", show_default=True)]
-
-
-def served_options(base_url, api: str = "auto", allow_model_alias: bool = False):
-    """``--base-url`` (repeatable), ``--api`` and ``--allow-model-alias`` as what ``load_model``'s
-    ``base_url`` takes: None when none was given, else a ``sqa.models.served_url.ServedOptions``.
-    Raises SqaError for an unknown ``--api``."""
-    from sqa.models.served_url import ServedOptions
-
-    opts = ServedOptions(tuple(base_url or ()), api, allow_model_alias)
-    return opts if opts else None
 
 
 def print_served_notes(model, err: Console) -> None:

@@ -26,7 +26,6 @@ from sqa.cli.common import (
     PresetOpt,
     choose_preset,
     opt,
-    served_options,
 )
 from sqa.cli.eval_retrieval import eval_retrieval_command
 from sqa.render.help import EVAL_HELP as HELP
@@ -102,27 +101,16 @@ def eval_one(params: dict, lm=None) -> None:
     from sqa.api.evaluate import evaluate
     from sqa.api.reader import Reader
     from sqa.render.progress import EvalProgress
+    from sqa.settings import ReaderSettings
     from sqa.render.tables import run_line, run_table
 
     o = params
-    by_method = c.method_kwargs(o)
-    chosen = None if by_method else choose_preset(o["preset"], o["reader"], o["retrieval"], o["oracle"])
+    method = bool(o["method"])
+    chosen = None if method else choose_preset(o["preset"], o["reader"], o["retrieval"], o["oracle"])
     split, dataset = o["split"], o["dataset"]
     if dataset is not None and split is not None:
         raise SqaError(f"give either --split {split} or --dataset {dataset}, not both")
-    r = Reader(
-        chosen,
-        lm if lm is not None else o["model"],
-        o["index_dir"],
-        base_url=served_options(o["base_url"], o["api"], o["allow_model_alias"]),
-        k=o["k"],
-        head=o["head"],
-        chat_template=o["chat_template"],
-        apply_chat_template=o["apply_chat_template"],
-        prefill=o["prefill"],
-        backend=o["backend"],
-        **by_method,
-    )
+    r = Reader(model=lm, settings=ReaderSettings.from_options(o, chosen))
     console = Console(stderr=True)
     with EvalProgress(console, split or o["protocol"] or ("custom" if dataset else "dev")) as progress:
         run = evaluate(

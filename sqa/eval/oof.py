@@ -66,6 +66,9 @@ class OofOptions:
     write_heads: bool = True
     protocol: str = ""  # the named question set (sqa.eval.protocols), recorded in run.json
     replace_heads: bool = False  # remove the model's other user heads of this kind (sqa.facts.heads.save_heads)
+    reader_settings: dict = field(
+        default_factory=dict
+    )  # the Reader's sqa.ReaderSettings.to_dict(), run.json's "settings"
 
     @property
     def kind(self) -> str:

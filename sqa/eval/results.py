@@ -162,6 +162,17 @@ class Run:
         """The options recorded in ``run.json`` (model, split, preset, k, ...)."""
         return json.loads((self.path / RUN_FILE).read_text(encoding="utf-8")).get("options", {})
 
+    @property
+    def settings(self):
+        """The reader's settings recorded in ``run.json`` (a ``sqa.ReaderSettings``, as the reader
+        resolved them: the top-k used, every method setting read), or None for a run recorded
+        before they were. Raises :class:`sqa.types.BadInput` for a ``settings`` entry that does
+        not read back."""
+        from sqa.settings import ReaderSettings
+
+        recorded = json.loads((self.path / RUN_FILE).read_text(encoding="utf-8")).get("settings")
+        return ReaderSettings.from_dict(recorded) if recorded is not None else None
+
     def __repr__(self) -> str:
         """One line: method, model, Accuracy with its 95 % Wilson interval, questions, folder."""
         from sqa.display import run_repr

@@ -126,10 +126,11 @@ class MethodSettings:
         return cls(**d)
 
 
-def reader_kwargs(o: dict) -> dict:
-    """``sqa.Reader``'s ``method`` and ``settings`` from the options ``o`` (``--method``,
-    ``--prompt``, ``--answer-rule``, ``--samples``, ``--set KEY=VALUE``, ``-k``); {} without
-    ``--method``. Raises BadInput for a method setting without ``--method`` or a bad ``--set``."""
+def method_from_options(o: dict) -> "MethodSettings | None":
+    """The method settings of the options ``o`` (``--method``, ``--prompt``, ``--answer-rule``,
+    ``--samples``, ``--set KEY=VALUE``, ``-k``; ``sqa.settings.ReaderSettings.from_options``);
+    None without ``--method``. Raises BadInput for a method setting without ``--method``, a preset
+    option with it, or a bad ``--set``."""
     given = {"prompt": o.get("prompt"), "answer_rule": o.get("answer_rule"), "samples": o.get("samples")}
     for item in o.get("set") or ():
         key, eq, value = item.partition("=")
@@ -146,11 +147,11 @@ def reader_kwargs(o: dict) -> dict:
     if not o.get("method"):
         if given:
             raise BadInput(f"{FLAGS[next(iter(given))]} goes with --method")
-        return {}
+        return None
     for key in ("preset", "reader", "oracle", "head", "decomposition", "steps", "no_retrieval", "retrieval"):
         if o.get(key) not in (None, False):
             flag = "--" + key.replace("_", "-") if key != "retrieval" else "--retrieval/--no-retrieval"
             raise BadInput(f"{flag} goes with a preset, not --method (facts and steps are methods too)")
     if o.get("k") is not None:
         given["k"] = o["k"]
-    return {"method": o["method"], "settings": MethodSettings(o["method"], **given)}
+    return MethodSettings(o["method"], **given)
