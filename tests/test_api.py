@@ -337,13 +337,14 @@ def test_the_literal_names_are_the_presets_methods_and_splits_sqa_takes():
     names sqa accepts."""
     import typing
 
-    from sqa.methods.registry import METHODS, MethodName
+    from sqa.methods.registry import METHODS, MethodName, load_method
     from sqa.presets import PRESETS
     from sqa.strategyqa import SPLITS
     from sqa.types import PresetName, SplitName
 
     assert set(typing.get_args(PresetName)) == set(PRESETS)
-    assert set(typing.get_args(MethodName)) == set(METHODS)
+    assert METHODS == typing.get_args(MethodName) and len(set(METHODS)) == len(METHODS) >= 12
+    assert [load_method(n).name for n in METHODS] == list(METHODS)  # each name loads its method
     assert set(typing.get_args(SplitName)) == set(SPLITS)
     import sqa.api.evaluate
     import sqa.api.reader

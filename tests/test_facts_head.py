@@ -22,7 +22,15 @@ from sqa.facts.prompt import (
     interleave,
     plain_prompt,
 )
-from sqa.facts.head import AnswerHead, FeatureSpec, accuracy_interval, feature_vector, paired_difference
+from sqa.facts.head import (
+    AnswerHead,
+    FeatureSpec,
+    accuracy_interval,
+    feature_vector,
+    paired_difference,
+    readout_for,
+    readout_names,
+)
 from sqa.strategyqa import load_questions
 from sqa.models.base import ModelBase
 from sqa.types import ModelCapabilities, Question, SqaError
@@ -140,6 +148,17 @@ def test_feature_vector_falls_back_to_the_last_readout_present():
     assert x.shape == (10,) and x[4:8].tolist() == [2, 2, 2, 2] and x[8] == pytest.approx(0.3) and x[9] == 7.0
     with pytest.raises(SqaError):
         feature_vector(FeatureSpec(("f1",), ()), {}, {}, {})
+
+
+def test_one_rule_names_the_readout_that_stands_for_another():
+    """``readout_for``: an fN beyond the facts shown stands for the last one shown, with no facts
+    for "plain"; "last" is the last fact line's; a gap falls to the fI below (feature_vector's)."""
+    assert readout_names(3) == ["plain", "f1", "f2", "f3"] and readout_names(0, plain=False) == []
+    two = readout_names(2)
+    assert [readout_for(n, two) for n in ("plain", "f1", "f2", "f5", "last")] == ["plain", "f1", "f2", "f2", "f2"]
+    assert [readout_for(n, readout_names(0)) for n in ("f1", "f5", "last")] == ["plain"] * 3
+    assert readout_for("f3", ["plain", "f1", "f4"]) == "f1" and readout_for("f3", []) is None
+    assert readout_for("f2", readout_names(0, plain=False)) is None
 
 
 def test_head_save_load_predict_and_refuse_another_model(tmp_path):

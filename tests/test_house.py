@@ -278,7 +278,7 @@ def _names_a_method(text: str, names) -> list[str]:
 
 
 def test_the_cli_and_the_api_name_no_method():
-    """Adding a method touches its own module and one registry line (sqa.methods.registry.METHODS):
+    """Adding a method touches its own module and one registry line (sqa.methods.registry.MethodName):
     no string in sqa/cli or sqa/api names one (facts and steps are presets' names too)."""
     from sqa.methods.registry import METHODS
 
@@ -293,3 +293,48 @@ def test_the_cli_and_the_api_name_no_method():
                     ]
     assert not bad, "\n".join(bad)
     assert _names_a_method('help="the prompt of cot"', names) == ["cot"]  # the check can fail
+
+
+def test_a_method_is_its_module_and_one_registry_line():
+    """The one registry line: each shipped method's name is written once in
+    sqa/methods/registry.py (its line in ``MethodName``; the class is found by its ``name``), and
+    every Method subclass in sqa/methods with a name is listed there. A package whose two classes
+    share a name, or whose listed name has no class, is refused."""
+    import importlib
+    import pkgutil
+
+    import sqa.methods
+    from sqa.methods.base import Method
+    from sqa.methods.registry import METHODS, find_methods
+
+    text = (SQA / "methods" / "registry.py").read_text(encoding="utf-8")
+    counts = {n: len(re.findall(rf"[\"']{re.escape(n)}[\"']", text)) for n in METHODS}
+    assert counts == {n: 1 for n in METHODS}, counts
+    named = {}
+    for info in pkgutil.iter_modules(sqa.methods.__path__):
+        module = importlib.import_module(f"sqa.methods.{info.name}")
+        for cls in vars(module).values():
+            if isinstance(cls, type) and issubclass(cls, Method) and cls.__module__ == module.__name__ and cls.name:
+                named[cls.name] = named.get(cls.name, ()) + (cls,)
+    assert sorted(named) == sorted(METHODS), set(named) ^ set(METHODS)
+    assert find_methods("sqa.methods", METHODS) == {n: c for n, (c,) in named.items()}
+
+
+def test_the_method_lookup_refuses_a_name_of_two_classes_or_of_none(tmp_path, monkeypatch):
+    import importlib
+
+    from sqa.methods.registry import find_methods
+
+    pkg = tmp_path / "fake_methods"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_private.py").write_text("raise ImportError('a private module is not imported')\n")
+    (pkg / "a.py").write_text("from sqa.methods import Method\n\nclass A(Method):\n    name = 'x'\n")
+    (pkg / "b.py").write_text("from fake_methods.a import A  # imported, not defined here: not counted again\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert find_methods("fake_methods", ("x",)) == {"x": importlib.import_module("fake_methods.a").A}
+    with pytest.raises(RuntimeError, match="no Method subclass is named 'y'"):
+        find_methods("fake_methods", ("x", "y"))
+    (pkg / "c.py").write_text("from sqa.methods import Method\n\nclass C(Method):\n    name = 'x'\n")
+    with pytest.raises(RuntimeError, match="two methods are named 'x': fake_methods.a:A and fake_methods.c:C"):
+        find_methods("fake_methods", ("x",))

@@ -26,7 +26,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 
@@ -87,22 +87,46 @@ def scalar_features(rec) -> dict[str, float]:
     }
 
 
+def readout_names(n_facts: int, plain: bool = True) -> list[str]:
+    """The read-outs of a question shown ``n_facts`` facts, in reading order: "plain" (the prompt
+    without facts; left out when not ``plain``), then "f1".."f{n_facts}" ("fN": after N fact
+    lines), as ``sqa.facts.prompt.read_question`` names its prompts."""
+    return (["plain"] if plain else []) + [f"f{i}" for i in range(1, n_facts + 1)]
+
+
+def readout_for(name: str, present: Collection[str]) -> str | None:
+    """The read-out that stands for ``name`` among the read-out names ``present`` (a record's
+    ``states`` or ``log_odds`` keys, or :func:`readout_names` of the facts shown).
+
+    ``name`` itself when present. Otherwise, for ``fN`` (after N fact lines, N >= 1) and "last"
+    (after the last fact line): the present ``fI`` with the largest I < N (any I for "last"), so a
+    read-out beyond the facts shown stands for the last one shown (the most facts); else "plain"
+    when present (no facts shown, or a name that is no read-out); else None. One rule for
+    which prompts a question reads (``read_question``), what a head reads (:func:`feature_vector`)
+    and the zero-shot answer (``FactsReader.zero_shot``)."""
+    if name in present:
+        return name
+    if name == "last":
+        n = 1 + max((int(p[1:]) for p in present if p[:1] == "f" and p[1:].isdigit()), default=0)
+    else:
+        n = int(name[1:]) if name[:1] == "f" and name[1:].isdigit() else 0
+    for i in range(n - 1, 0, -1):
+        if f"f{i}" in present:
+            return f"f{i}"
+    return "plain" if "plain" in present else None
+
+
 def feature_vector(spec: FeatureSpec, states: dict, log_odds: dict, scalars: dict) -> np.ndarray:
     """The feature vector of one question, shape (sum of state sizes + len(log_odds) + len(scalars),).
-    A read-out missing (fewer facts were found than ``fN``) falls back to the last one present, then
-    to "plain". Raises SqaError if none is there."""
+    A read-out missing (fewer facts were found than ``fN``) is read as the one that stands for it
+    (:func:`readout_for`: the last ``fI`` present below N, then "plain"). Raises SqaError if none
+    is there."""
 
     def pick(d: dict, name: str):
-        if name in d:
-            return d[name]
-        if name.startswith("f"):
-            n = int(name[1:])
-            for i in range(n - 1, 0, -1):
-                if f"f{i}" in d:
-                    return d[f"f{i}"]
-        if "plain" in d:
-            return d["plain"]
-        raise SqaError(f"features lack read-out {name!r}; re-extract them")
+        got = readout_for(name, d)
+        if got is None:
+            raise SqaError(f"features lack read-out {name!r}; re-extract them")
+        return d[got]
 
     parts = [np.asarray(pick(states, s), dtype=np.float32) for s in spec.states]
     parts.append(np.asarray([float(pick(log_odds, s)) for s in spec.log_odds], dtype=np.float32))

@@ -44,6 +44,7 @@ from typing import Collection, Sequence
 
 import numpy as np
 
+from sqa.facts.head import readout_for, readout_names
 from sqa.facts.sources import Fact
 from sqa.types import BadInput, ChatPrompt, Prompt, Question
 
@@ -214,16 +215,6 @@ def decode_state(s: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(s), dtype="<f2").astype(np.float32)
 
 
-def _readout_present(name: str, n_facts: int) -> str:
-    """The read-out that stands for ``name`` ("last": the last fact line's) when ``n_facts`` facts
-    were shown."""
-    if name == "last":
-        return f"f{n_facts}" if n_facts else "plain"
-    if name.startswith("f") and name[1:].isdigit():
-        return f"f{min(int(name[1:]), n_facts)}" if n_facts else "plain"
-    return name
-
-
 def read_question(
     model,
     question: Question | str,
@@ -238,9 +229,9 @@ def read_question(
 ) -> QuestionFeatures:
     """Run the reader over one question: the plain prompt (if ``plain``) and the facts prompt,
     reading out after each fact line, each prompt in ``form`` (``in_form``). ``readouts`` names
-    the only read-outs to take ("plain", "f1", ..., "last"; None: all of them): an ``fN`` beyond the facts
-    shown takes the last fact line's (the fallback of ``sqa.facts.head.feature_vector``), and with
-    no facts "plain", so a head gets the same numbers from two prompts as from all six. ``model`` must have ``hidden_states(prompts)`` (llama.cpp and
+    the only read-outs to take ("plain", "f1", ..., "last"; None: all of them): each name's stand-in
+    among the prompts (``sqa.facts.head.readout_for``, as ``feature_vector`` reads them: an ``fN``
+    beyond the facts shown takes the last fact line's, and with no facts "plain"), so a head gets the same numbers from two prompts as from all six. ``model`` must have ``hidden_states(prompts)`` (llama.cpp and
     transformers models give states; a served model gives None, and the record then holds log-odds only). Raises whatever the model raises (SqaError for a prompt over the
     context)."""
     text = question.question if isinstance(question, Question) else question
@@ -253,12 +244,10 @@ def read_question(
         paragraph_scores=list(paragraph_scores),
         label=label,
     )
-    prompts: list[tuple[str, str]] = []
-    if plain:
-        prompts.append(("plain", plain_prompt(text)))
-    prompts += [(f"f{i}", p) for i, p in enumerate(facts_prompts(text, [f.text for f in facts]), start=1)]
+    texts = ([plain_prompt(text)] if plain else []) + facts_prompts(text, [f.text for f in facts])
+    prompts = list(zip(readout_names(len(facts), plain), texts))
     if readouts is not None:
-        wanted = {_readout_present(r, len(facts)) for r in readouts}
+        wanted = {readout_for(r, [name for name, _ in prompts]) for r in readouts}
         prompts = [(name, p) for name, p in prompts if name in wanted]
     t = time.perf_counter()
     for (name, _), (h, lo) in zip(prompts, model.hidden_states([in_form(p, form) for _, p in prompts])):

@@ -28,7 +28,7 @@ import numpy as np
 
 from sqa.facts.features import FactSelector, FactSettings, complete_lines, question_features, read_done
 from sqa.facts.prompt import PROMPT_VERSION, QuestionFeatures, form_of_version
-from sqa.facts.head import AnswerHead, feature_vector, scalar_features
+from sqa.facts.head import AnswerHead, feature_vector, readout_for, readout_names, scalar_features
 from sqa.trace import ReasoningResult
 from sqa.types import BadInput, LanguageModel, ORACLES, Question, SqaError
 
@@ -193,7 +193,7 @@ class FactsReader:
         fact line (``facts``), or of the plain prompt (``plain``) when no facts were shown;
         ``calibrated=False``, ``decision`` "zero-shot:facts" / "zero-shot:plain". Raises SqaError
         when that read-out is missing or not a number."""
-        name = f"f{len(qf.facts)}" if qf.facts and self.reads_facts else "plain"
+        name = readout_for("last" if self.reads_facts else "plain", readout_names(len(qf.facts)))
         lo = qf.log_odds.get(name)
         if not _num(lo):
             raise SqaError(

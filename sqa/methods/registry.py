@@ -1,49 +1,96 @@
 """The shipped methods by name, loading a method of your own (``module:Class``), and checking
 that a model and an index give what a method needs.
 
-Add a method: its own module under ``sqa/methods/``, one line in :data:`METHODS` and its name in
-``MethodName``.
+Add a method: its own module under ``sqa/methods/`` (a :class:`sqa.methods.base.Method` subclass
+whose ``name`` is the method's name) and one line in :data:`MethodName`. A name's class is found
+by that ``name`` among the package's modules, imported on the first lookup (:func:`find_methods`);
+importing this module imports none of them.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from sqa.types import BadInput
 
-# the registry: a method's name and its class; MethodName repeats the names for an editor to
-# complete (tests/test_api.py holds the two equal), so a new method is one line here and its name there
+# the registry: the shipped methods' names, one a line, also what an editor completes in
+# sqa.Reader(method=...); each name's class is the Method subclass of that `name` in sqa/methods/
 MethodName = Literal[
-    "direct", "cot", "sc", "self-ask", "rag", "iter-retgen", "ircot", "flare", "dragin", "bigbench", "facts", "steps"
+    "direct",
+    "cot",
+    "sc",
+    "self-ask",
+    "rag",
+    "iter-retgen",
+    "ircot",
+    "flare",
+    "dragin",
+    "bigbench",
+    "facts",
+    "steps",
 ]
-METHODS: dict[str, str] = {
-    "direct": "sqa.methods.direct:Direct",
-    "cot": "sqa.methods.cot:CoT",
-    "sc": "sqa.methods.cot:SelfConsistency",
-    "self-ask": "sqa.methods.self_ask:SelfAsk",
-    "rag": "sqa.methods.rag:SingleRAG",
-    "iter-retgen": "sqa.methods.rag:IterRetGen",
-    "ircot": "sqa.methods.rag:IRCoT",
-    "flare": "sqa.methods.flare:Flare",
-    "dragin": "sqa.methods.dragin:Dragin",
-    "bigbench": "sqa.methods.direct:BigBench",
-    "facts": "sqa.methods.presets:Facts",
-    "steps": "sqa.methods.presets:Steps",
-}
+METHODS: tuple[str, ...] = get_args(MethodName)  # the shipped names, in MethodName's order
 
 
 def method_names() -> list[str]:
-    """The shipped methods' names, in :data:`METHODS` order."""
+    """The shipped methods' names, in :data:`MethodName` order."""
     return list(METHODS)
 
 
+def _spec(cls) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def find_methods(package: str, names) -> dict[str, type]:
+    """``{name: class}`` for each of ``names`` (strs): the Method subclass whose ``name`` it is,
+    found by importing every public module of ``package`` (a dotted package name; modules whose
+    name starts with ``_`` and subpackages are skipped; a module with no Method subclass, such as
+    ``base`` or ``toolbox``, gives none). A class counts in the module that defines it (not where
+    it is imported) and only when its ``name`` is one of ``names``. Raises RuntimeError when two
+    classes have one name or a name has no class: a fault of the package, not of the input."""
+    import pkgutil
+
+    from sqa.methods.base import Method
+
+    found: dict[str, type] = {}
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        if info.name.startswith("_") or info.ispkg:
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        for cls in vars(module).values():
+            if not (isinstance(cls, type) and issubclass(cls, Method) and cls.__module__ == module.__name__):
+                continue
+            if cls.name and cls.name in names:
+                if found.get(cls.name, cls) is not cls:
+                    raise RuntimeError(
+                        f"{package}: two methods are named {cls.name!r}: {_spec(found[cls.name])} and "
+                        f"{_spec(cls)}; a name is one class"
+                    )
+                found[cls.name] = cls
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise RuntimeError(
+            f"{package}: no Method subclass is named {', '.join(map(repr, missing))}; give its class "
+            f"that `name` in a module of {package}, or take the name out of MethodName"
+        )
+    return {n: found[n] for n in names}
+
+
+@functools.cache
+def _shipped() -> dict[str, type]:
+    """The shipped methods' classes by name (:func:`find_methods` over ``sqa.methods``, once)."""
+    return find_methods("sqa.methods", METHODS)
+
+
 def load_method(spec):
-    """A :class:`sqa.methods.base.Method` instance for ``spec``: a shipped name, ``module:Class``
-    (imported with the current directory on the path, as ``python -m`` would), a Method subclass,
-    or an instance (returned as it is). Raises BadInput naming what could not be found."""
+    """A :class:`sqa.methods.base.Method` instance for ``spec``: a shipped name (:data:`MethodName`),
+    ``module:Class`` (imported with the current directory on the path, as ``python -m`` would), a
+    Method subclass, or an instance (returned as it is). Raises BadInput naming what could not be
+    found."""
     from sqa.methods.base import Method
 
     if isinstance(spec, Method):
@@ -52,10 +99,11 @@ def load_method(spec):
         return spec()
     if not isinstance(spec, str) or not spec.strip():
         raise BadInput(f"method: a name ({', '.join(METHODS)}), module:Class, or a sqa Method (got {spec!r})")
-    target = METHODS.get(spec, spec)
-    if ":" not in target:
+    if spec in METHODS:
+        return _shipped()[spec]()
+    if ":" not in spec:
         raise BadInput(f"unknown method {spec!r}; use one of {', '.join(METHODS)}, or module:Class for your own")
-    module, _, cls_name = target.partition(":")
+    module, _, cls_name = spec.partition(":")
     cwd = str(Path.cwd())
     added = cwd not in sys.path
     if added:
@@ -77,10 +125,10 @@ def load_method(spec):
 
 
 def method_spec(method) -> str:
-    """How a run records its method: the shipped name, else ``module:Class``."""
-    cls = type(method)
-    target = f"{cls.__module__}:{cls.__qualname__}"
-    return method.name if METHODS.get(method.name) == target else target
+    """How a run records its method: the shipped name when ``method`` is that name's shipped class,
+    else ``module:Class``."""
+    target = _spec(type(method))
+    return method.name if method.name in METHODS and _spec(_shipped()[method.name]) == target else target
 
 
 def check_needs(method, model=None, has_index: bool | None = None) -> None:

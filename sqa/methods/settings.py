@@ -35,7 +35,7 @@ class MethodSettings:
     """The settings of one method run. None means "the method's default" (its paper's value, see
     each method's ``defaults``); :meth:`resolve` gives every value the method reads.
 
-    - ``method``: a registry name (``sqa.methods.registry.METHODS``) or ``module:Class``.
+    - ``method``: a shipped name (``sqa.methods.registry.MethodName``) or ``module:Class``.
     - ``prompt``: the prompt variant (e.g. ``wei`` or ``dragin`` for ``cot``).
     - ``answer_rule``: ``answer-is`` | ``answer-is-else-no`` | ``forced`` (``sqa.methods.rules``).
     - ``k``: paragraphs per retrieval (top-k, 1..10,000); ``samples``: sampled paths (self-consistency);
