@@ -15,6 +15,7 @@ def test_out_of_fold_run_is_a_library_call_with_progress_events(tmp_path, gold_i
     from sqa.api.out_of_fold import run_out_of_fold
     from sqa.eval.oof import OofOptions, oof_pool
     from sqa.eval.options import select_questions
+    from sqa.settings import ReaderSettings
 
     monkeypatch.setenv("SQA_HOME", str(tmp_path / "home"))
     loads = []
@@ -24,8 +25,7 @@ def test_out_of_fold_run_is_a_library_call_with_progress_events(tmp_path, gold_i
     opts = OofOptions(
         split="train",
         questions=questions,
-        model="fake-states",
-        index_dir=gold_index.index_dir,
+        reader=ReaderSettings(model="fake-states", index=gold_index.index_dir),
         limit=12,
         out=tmp_path / "run",
         pool=pool,
@@ -42,6 +42,7 @@ def test_out_of_fold_run_is_a_library_call_with_progress_events(tmp_path, gold_i
     assert run.metrics["out_of_fold"]["scheme"] == "out-of-fold, 5 term-grouped folds" and len(run.predictions) == 12
     assert sorted(run.heads) == ["facts", "plain"] and all(p.is_file() for p in run.heads.values())
     assert run.options["head"] == "out-of-fold, 5 term-grouped folds (facts head)"
+    assert run.settings == opts.reader  # run.json's "settings": the reader's, as given
     events.clear()
     again = run_out_of_fold(opts, events.append)  # resumed: nothing read, the model never loads
     assert len(loads) == 1 and "features" not in [e.stage for e in events]

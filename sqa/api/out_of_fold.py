@@ -54,7 +54,7 @@ def run_out_of_fold(options: OofOptions, progress: ProgressCallback | None = Non
     check_enough(options)  # before any question is read (issue 41 item 12)
     info = index_info(options.index_dir, options.backend)
     out_dir = oof_run_dir(options)
-    record: dict = {"settings": options.reader_settings} if options.reader_settings else {}
+    record: dict = {"settings": options.reader.to_dict()}
     if options.pool:  # the head whose questions the run is cross-fitted with (issue 41 item 8)
         from sqa.facts.heads import fitted_count
         from sqa.facts.reader import head_for

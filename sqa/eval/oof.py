@@ -17,13 +17,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from sqa.eval.options import EvalOptions
 from sqa.eval.rundir import TRACES_FILE, TraceLog, now
 from sqa.eval.run_metrics import EvalSummary, finalize_run
 from sqa.facts.crossfit import CrossFit, crossfit
 from sqa.facts.prompt import QuestionFeatures, demo_qids
+
+if TYPE_CHECKING:
+    from sqa.settings import ReaderSettings
 from sqa.facts.reader import features_result
 from sqa.types import Question, SqaError
 
@@ -39,9 +42,11 @@ class OofOptions:
     train-2061, all, or dev / test / ``custom`` when a head was fitted on some of them); ``pool``:
     further labelled questions the heads are fitted on, not written (empty for the train splits);
     ``settings``: the fact settings (``sqa.facts.features.FactSettings`` fields but ``k``), from
-    :func:`oof_pool`. ``model``: a name as for ``sqa eval --model``; ``base_url``: its server when
-    served (``openai:NAME``: log-odds features and heads only). ``k``: paragraphs retrieved per
-    step (top-k); ``folds``: term-grouped folds (5). ``out``: the run folder (default
+    :func:`oof_pool`. ``reader``: the reader's ``sqa.settings.ReaderSettings`` (its preset, model,
+    index, served options and top-k; run.json's ``settings``), read through :attr:`model`,
+    :attr:`index_dir`, :attr:`backend`, :attr:`k`, :attr:`base_url`, :attr:`retrieval` and
+    :attr:`preset`; a served model (``openai:NAME``) reads log-odds features and heads only.
+    ``folds``: term-grouped folds (5). ``out``: the run folder (default
     ``runs/eval/<stem>-facts-oof[-noretrieval]-<model>``). ``write_heads``: save the final heads
     to ``$SQA_HOME/heads`` (only when ``pool`` is empty: heads fitted on the questions themselves),
     beside the others (``sqa.facts.heads.save_heads``); ``replace_heads``: remove the model's other
@@ -49,26 +54,25 @@ class OofOptions:
 
     split: str
     questions: Sequence[Question]
-    model: str
-    index_dir: Path
-    backend: str = "embedded"
-    k: int = 10
+    reader: ReaderSettings
     folds: int = 5
-    retrieval: bool = True
     limit: Optional[int] = None
     out: Optional[Path] = None
     pool: Sequence[Question] = ()
     settings: dict = field(default_factory=lambda: dict(OOF_SETTINGS))
     dataset: str = ""  # "<file name>:<12 hex sha256>" of a --dataset file
     stem: str = ""  # the default run folder's first part (split or dataset file stem; default split)
-    preset: str = "facts"
-    base_url: Optional[str] = None
     write_heads: bool = True
     protocol: str = ""  # the named question set (sqa.eval.protocols), recorded in run.json
     replace_heads: bool = False  # remove the model's other user heads of this kind (sqa.facts.heads.save_heads)
-    reader_settings: dict = field(
-        default_factory=dict
-    )  # the Reader's sqa.ReaderSettings.to_dict(), run.json's "settings"
+
+    model = property(lambda self: self.reader.model, doc="The model's name, as for ``sqa eval --model``.")
+    index_dir = property(lambda self: self.reader.index_dir(), doc="The index folder.")
+    backend = property(lambda self: self.reader.backend, doc="The index backend.")
+    k = property(lambda self: self.reader.k if self.reader.k is not None else 10, doc="Paragraphs retrieved (top-k).")
+    base_url = property(lambda self: self.reader.served, doc="The served model's ServedOptions, or None.")
+    retrieval = property(lambda self: self.reader.preset.retrieval, doc="Whether the reader sees evidence.")
+    preset = property(lambda self: self.reader.preset.name, doc="The preset's name: facts or no-retrieval.")
 
     @property
     def kind(self) -> str:
