@@ -21,6 +21,7 @@ from sqa.models.served_url import ServedOptions
 from sqa.types import MAX_K, BadInput
 
 if TYPE_CHECKING:
+    from sqa.api.index import Index
     from sqa.presets import Preset
 
 BACKENDS = ("embedded", "elasticsearch")
@@ -40,8 +41,8 @@ class ReaderSettings:
       checkpoint or ``openai:NAME``; ``served``: how to reach ``openai:NAME``
       (``sqa.models.served_url.ServedOptions``; a URL or a list of URLs is taken as its
       ``base_urls``).
-    - ``index``: the index folder (None: ``$SQA_HOME/index``); ``backend``: ``embedded`` or
-      ``elasticsearch``.
+    - ``index``: the index folder (None: ``$SQA_HOME/index``; an ``sqa.Index`` gives its folder
+      and backend); ``backend``: ``embedded`` or ``elasticsearch``.
     - ``k``: paragraphs retrieved (top-k, 1..10,000; None: 10, or the method's own).
     - ``head``: an answer head file (facts reader); ``chat_template``: a Jinja chat template file;
       ``apply_chat_template``: the facts reader reads its prompts in the model's chat template;
@@ -54,7 +55,7 @@ class ReaderSettings:
     preset: Union[str, "Preset", None] = None
     method: Union[MethodSettings, str, None] = None
     model: str = ""
-    index: Union[str, Path, None] = None
+    index: Union[str, Path, "Index", None] = None
     backend: str = "embedded"
     served: Union[ServedOptions, str, tuple, list, None] = None
     k: int | None = None
@@ -92,6 +93,9 @@ class ReaderSettings:
                 f"model: a model name (str, e.g. {DEFAULT_MODEL!r}) or a model file path, not {self.model!r:.60}"
             )
         put("model", str(self.model) or DEFAULT_MODEL)
+        if hasattr(self.index, "path") and hasattr(self.index, "backend"):  # an sqa.Index: its folder and engine
+            put("backend", self.index.backend)
+            put("index", self.index.path)
         for name in ("index", "head", "chat_template"):
             path_arg("ReaderSettings", name, getattr(self, name))
             if getattr(self, name) is not None:

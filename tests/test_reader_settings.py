@@ -50,6 +50,13 @@ def test_keyword_arguments_and_settings_build_the_same_reader():
         sqa.Reader(settings={"k": 5})
 
 
+def test_an_index_object_gives_its_folder_and_engine(gold_index):
+    with sqa.Index(gold_index.index_dir) as index:
+        s = sqa.ReaderSettings(index=index, k=4)
+    assert s == sqa.ReaderSettings(index=gold_index.index_dir, backend="embedded", k=4)
+    assert sqa.Reader(settings=s).index_dir == Path(gold_index.index_dir)
+
+
 def test_a_readers_settings_are_resolved_the_method_defaults_and_top_k_it_uses():
     sc = sqa.Reader(settings=sqa.ReaderSettings(method="sc"))
     assert sc.settings.method == MethodSettings(
