@@ -21,7 +21,6 @@ from sqa.models.served_url import ServedOptions
 from sqa.types import MAX_K, BadInput
 
 if TYPE_CHECKING:
-    from sqa.api.index import Index
     from sqa.presets import Preset
 
 BACKENDS = ("embedded", "elasticsearch")
@@ -55,7 +54,7 @@ class ReaderSettings:
     preset: Union[str, "Preset", None] = None
     method: Union[MethodSettings, str, None] = None
     model: str = ""
-    index: Union[str, Path, "Index", None] = None
+    index: Union[str, Path, None] = None  # or an sqa.Index (not imported here: a later stage)
     backend: str = "embedded"
     served: Union[ServedOptions, str, tuple, list, None] = None
     k: int | None = None
