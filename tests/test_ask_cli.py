@@ -24,7 +24,9 @@ def scripted(monkeypatch):
 def _check_shape(obj: dict, question: str) -> None:
     keys = {"question", "decomposition", "answer", "confidence", "paragraphs", "p_yes", "calibrated", "prefill"}
     keys |= {"model", "readings", "timings"}  # what the text shows: the model, its own readings, the seconds
+    keys |= {"settings"}  # the reader's sqa.ReaderSettings, as it answered
     assert set(obj) == keys and obj["prefill"] is True  # the steps reader continued its transcript
+    assert obj["settings"]["preset"] == "steps" and obj["settings"]["k"] == 10
     assert obj["timings"]["total"] >= 0 and all(0 <= p <= 1 for p in obj["readings"].values())
     assert obj["question"] == question
     assert isinstance(obj["answer"], bool) and 0.0 <= obj["confidence"] <= 1.0

@@ -123,3 +123,26 @@ def test_sqa_eval_records_the_settings_its_options_make(tmp_path):
     assert settings.model == "openai:fake-reader" and settings.served.api == "completions"
     assert settings.served.base_urls == (server.url,)  # the URL without its user:password@
     assert recorded["settings"]["method"] == {"method": "direct"} and recorded["settings"]["k"] == 10
+
+
+def test_sqa_ask_json_says_which_settings_answered(tmp_path):
+    from helpers import StandIn, run_sqa
+
+    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
+    server = StandIn()
+    try:
+        url = server.url.replace("http://", "http://user:s3cret@")
+        r = run_sqa(
+            ["ask", "--json", "--method", "direct", "--model", "openai:fake-reader", "--base-url", url,
+             "--api", "completions", "Is the sun a star?"],
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+    finally:
+        server.close()
+    assert "s3cret" not in r.stdout + r.stderr
+    settings = json.loads(r.stdout)["settings"]
+    assert (
+        sqa.ReaderSettings.from_dict(settings)
+        == sqa.Reader(method="direct", model="openai:fake-reader", base_url=server.url, api="completions").settings
+    )

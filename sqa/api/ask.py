@@ -45,7 +45,8 @@ class Asked:
     None when zero-shot or the steps reader), ``step_facts`` (per decomposition step, the facts
     ``--steps`` shows), ``demos_by`` (how the decomposer's demonstrations were picked),
     ``paragraphs`` (evidence ID -> ``sqa.types.Paragraph`` of the evidence the steps reader shows),
-    ``server`` (``served_details``: {} for an in-process model)."""
+    ``server`` (``served_details``: {} for an in-process model), ``settings`` (the reader's
+    ``sqa.ReaderSettings.to_dict()``, as it answered)."""
 
     result: Any
     model: str
@@ -60,14 +61,16 @@ class Asked:
     prompt_form: str = ""  # the facts reader's: "text" | "chat" (sqa.facts.prompt)
     prefill: bool | None = None  # the steps reader's: transcript continued (True) or read in turns
     head_identity_checked: bool | None = None  # a served model's head: checked against its weights (heads.py)
+    settings: dict = field(default_factory=dict)  # the reader's ReaderSettings.to_dict()
 
     def to_json(self) -> dict:
         """The ``sqa ask --json`` object: ``ReasoningResult.to_ask_json()`` ({"question",
         "decomposition": [{"step", "answer", "evidence", "facts"?}], "answer", "confidence",
         "paragraphs", ...}), ``model``, the model's own ``readings`` (P(yes) of the plain and the
         facts prompt) and ``timings`` (seconds by phase and "total"), the served model's details, the facts reader's ``prompt_form`` or the
-        steps reader's ``prefill`` and, when a head answered, ``head_fitted_on`` (and, for a served
-        model, ``head_identity_checked``: ``sqa.facts.heads.head_identity_checked``)."""
+        steps reader's ``prefill``, when a head answered, ``head_fitted_on`` (and, for a served
+        model, ``head_identity_checked``: ``sqa.facts.heads.head_identity_checked``), and the
+        reader's ``settings`` (``sqa.ReaderSettings.to_dict()``: no credentials, home as ``~``)."""
         obj = {**self.result.to_ask_json(), "model": self.model, **self.server}
         if self.result.signals:  # the model's own P(yes) behind the answer, as the text shows them
             obj["readings"] = dict(self.result.signals)
@@ -84,6 +87,8 @@ class Asked:
                 obj["head_identity_checked"] = self.head_identity_checked
         for d, facts in zip(obj["decomposition"], self.step_facts):
             d["facts"] = [f.to_dict() for f in facts]
+        if self.settings:  # what answered: preset or method with its settings, model, served options, k
+            obj["settings"] = self.settings
         return obj
 
     def json_text(self, indent: int | None = 1) -> str:
@@ -132,6 +137,7 @@ def ask_question(
     asked.prompt_form = reader.prompt_form if facts else ""
     asked.head_identity_checked = checked
     asked.prefill = None if facts else reader.prefill
+    asked.settings = reader.settings.to_dict()
     if facts and steps and not result.steps:  # a head that reads step facts has written them already
         t_steps = time.perf_counter()
         asked.step_facts, asked.demos_by = steps_for_display(pipe.reader, question, result, reader.k, status, note)
