@@ -208,14 +208,15 @@ class ReaderSettings:
         from sqa.methods.settings import method_from_options
 
         method = method_from_options(o)
-        served = ServedOptions(tuple(o.get("base_url") or ()), o.get("api") or "auto", bool(o.get("allow_model_alias")))
         return cls(
             preset=None if method is not None else preset,
             method=method,
             model=o.get("model") or "",
             index=o.get("index_dir"),
             backend=o.get("backend") or "embedded",
-            served=served if served else None,
+            served=ServedOptions(
+                tuple(o.get("base_url") or ()), o.get("api") or "auto", bool(o.get("allow_model_alias"))
+            ),
             k=None if method is not None else o.get("k"),
             head=o.get("head"),
             chat_template=o.get("chat_template"),

@@ -46,6 +46,8 @@ def test_keyword_arguments_and_settings_build_the_same_reader():
     assert by_settings.base_url.base_urls == ("http://127.0.0.1:9/v1",) and by_settings.prefill is False
     with pytest.raises(BadInput, match=r"give settings= \(a sqa.ReaderSettings\) or k=, not both"):
         sqa.Reader(settings=s, k=5)
+    with pytest.raises(BadInput, match="settings are for method 'sc', not 'cot'"):
+        sqa.Reader(method="cot", settings=MethodSettings("sc", samples=3))
     with pytest.raises(BadInput, match="settings must be a sqa.ReaderSettings or sqa.methods.MethodSettings"):
         sqa.Reader(settings={"k": 5})
 

@@ -189,12 +189,6 @@ class Reader:
 
                 m = load_method(method)
                 method = method_spec(m)
-            if (
-                settings is not None
-                and method is not None
-                and settings.method not in (method, getattr(m, "name", method))
-            ):
-                raise BadInput(f"settings are for method {settings.method!r}, not {method!r}")
             served = base_url if isinstance(base_url, ServedOptions) else ServedOptions(
                 tuple([base_url] if isinstance(base_url, str) else base_url or ()), api, allow_model_alias
             )  # fmt: skip
@@ -205,7 +199,7 @@ class Reader:
                 model=str(self._lm.name) if loaded else (model or ""),
                 index=index.path if is_index else index,
                 backend=index.backend if is_index else backend,
-                served=served if served else None,
+                served=served,
                 k=k,
                 head=head,
                 chat_template=chat_template,
@@ -214,7 +208,7 @@ class Reader:
             )
         self._given = s  # as given (a protocol's pinned settings are checked against it)
         self.method, self.method_settings = None, {}
-        self._resolve(s, m)
+        self._resolve(s, m if m is not None else method)  # method settings of another method: BadInput
         self.chat_template_id = ""
         if s.chat_template is not None:
             from sqa.models.chat import check_template_file
@@ -240,7 +234,9 @@ class Reader:
 
     def _resolve(self, given, method=None) -> None:
         """Set :attr:`settings`, :attr:`preset`, :attr:`method` and :attr:`method_settings` from
-        ``given`` (a ``ReaderSettings``; ``method``: its method already loaded, else loaded here)."""
+        ``given`` (a ``ReaderSettings``). ``method``: the method asked for beside ``given.method``
+        (loaded, or a name or ``module:Class``; ``sqa.methods.registry.reader_method`` refuses
+        settings of another method), else None to load ``given.method``'s."""
         from sqa.methods.settings import MethodSettings
 
         if given.method is None:

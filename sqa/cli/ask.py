@@ -84,10 +84,6 @@ def ask_command(
     check_ask(
         question if mode == "one" else "-", k or 10, chosen.reader if chosen else "method", decomposition, steps, head
     )
-    if chat_template is not None:
-        from sqa.models.chat import check_template_file
-
-        check_template_file(chat_template)  # a missing or broken file is one line before the model loads
     r = Reader(settings=ReaderSettings.from_options(o, chosen))
     err = Console(stderr=True)
     session = AskSession(
