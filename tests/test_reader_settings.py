@@ -103,48 +103,40 @@ def test_a_run_records_the_settings_its_reader_resolved_and_a_protocol_pinned(tm
     assert run.settings == reader.settings and run.settings.method.prompt == "dragin"
 
 
-def test_sqa_eval_records_the_settings_its_options_make(tmp_path):
+def sqa_over_a_password_url(tmp_path, args: list) -> tuple:
+    """``sqa ARGS --method direct --model openai:fake-reader --api completions`` against a stand-in
+    server reached as ``http://user:s3cret@...``; returns (the finished process, the URL without
+    its credentials). Asserts exit 0."""
     from helpers import StandIn, run_sqa
 
     pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
     server = StandIn()
     try:
         url = server.url.replace("http://", "http://user:s3cret@")
-        r = run_sqa(
-            ["eval", "--method", "direct", "--model", "openai:fake-reader", "--base-url", url, "--api", "completions",
-             "--split", "dev", "--limit", "2", "--out", tmp_path / "run"],
-            cwd=tmp_path,
-        )  # fmt: skip
+        served = ["--method", "direct", "--model", "openai:fake-reader", "--base-url", url, "--api", "completions"]
+        r = run_sqa([args[0], *served, *args[1:]], cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-2000:]
     finally:
         server.close()
+    return r, server.url
+
+
+def test_sqa_eval_records_the_settings_its_options_make(tmp_path):
+    _, url = sqa_over_a_password_url(tmp_path, ["eval", "--split", "dev", "--limit", "2", "--out", tmp_path / "run"])
     recorded = json.loads((tmp_path / "run" / "run.json").read_text())
     assert "s3cret" not in json.dumps(recorded)
     settings = sqa.Run.open(tmp_path / "run").settings
     assert settings.method == MethodSettings("direct")  # direct reads no setting
     assert settings.model == "openai:fake-reader" and settings.served.api == "completions"
-    assert settings.served.base_urls == (server.url,)  # the URL without its user:password@
+    assert settings.served.base_urls == (url,)  # the URL without its user:password@
     assert recorded["settings"]["method"] == {"method": "direct"} and recorded["settings"]["k"] == 10
 
 
 def test_sqa_ask_json_says_which_settings_answered(tmp_path):
-    from helpers import StandIn, run_sqa
-
-    pytest.importorskip("openai", reason="the server extra (pip install -e '.[server]') is not installed")
-    server = StandIn()
-    try:
-        url = server.url.replace("http://", "http://user:s3cret@")
-        r = run_sqa(
-            ["ask", "--json", "--method", "direct", "--model", "openai:fake-reader", "--base-url", url,
-             "--api", "completions", "Is the sun a star?"],
-            cwd=tmp_path,
-        )  # fmt: skip
-        assert r.returncode == 0, r.stderr[-2000:]
-    finally:
-        server.close()
+    r, url = sqa_over_a_password_url(tmp_path, ["ask", "--json", "Is the sun a star?"])
     assert "s3cret" not in r.stdout + r.stderr
     settings = json.loads(r.stdout)["settings"]
     assert (
         sqa.ReaderSettings.from_dict(settings)
-        == sqa.Reader(method="direct", model="openai:fake-reader", base_url=server.url, api="completions").settings
+        == sqa.Reader(method="direct", model="openai:fake-reader", base_url=url, api="completions").settings
     )

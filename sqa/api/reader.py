@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, Union
 
@@ -181,7 +181,6 @@ class Reader:
                 raise BadInput(
                     f"Reader: settings must be a sqa.ReaderSettings or sqa.methods.MethodSettings, not {type(settings).__name__}"
                 )
-            from sqa.api.index import Index
             from sqa.models.served_url import ServedOptions
 
             if method is not None and not isinstance(method, str):
@@ -189,16 +188,15 @@ class Reader:
 
                 m = load_method(method)
                 method = method_spec(m)
-            served = base_url if isinstance(base_url, ServedOptions) else ServedOptions(
-                tuple([base_url] if isinstance(base_url, str) else base_url or ()), api, allow_model_alias
+            served = base_url if isinstance(base_url, ServedOptions) else replace(
+                ServedOptions.of(base_url), api=api, allow_model_alias=allow_model_alias
             )  # fmt: skip
-            is_index = isinstance(index, Index)
-            s = ReaderSettings(
+            s = ReaderSettings(  # an sqa.Index gives its folder and backend there
                 preset=preset,
                 method=settings if settings is not None else method,
                 model=str(self._lm.name) if loaded else (model or ""),
-                index=index.path if is_index else index,
-                backend=index.backend if is_index else backend,
+                index=index,
+                backend=backend,
                 served=served,
                 k=k,
                 head=head,
@@ -272,8 +270,6 @@ class Reader:
         """Apply a protocol's pinned method settings (``sqa.eval.protocols.Protocol.settings``) to
         this Reader's method (and its loaded reader): each setting the method reads is set; one given
         with another value raises BadInput naming ``by`` (the protocol). A no-op for presets."""
-        from dataclasses import replace
-
         from sqa.methods.settings import FLAGS
 
         if self.method is None:
